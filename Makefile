@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make test` and `make demo`.
+# Both create .venv, install CPU torch first (a plain `torch` requirement with no
+# torch present would pull a multi-GB CUDA build), then the package.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.evo-installed
+TORCH_SPEC ?= torch==2.13.0
+DEMO_DIR ?= $(shell mktemp -u /tmp/evo-demo-XXXXXX)
+
+.PHONY: setup test test-all demo bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	$(PY) -m pytest -q -m "not slow and not gpu"
+
+test-all: setup
+	$(PY) -m pytest -q
+
+demo: setup
+	$(PY) scripts/demo.py $(DEMO_DIR)
+
+bench: setup
+	for b in bench/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

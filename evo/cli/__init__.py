@@ -1,0 +1,43 @@
+"""The `evo` command. Only this package prints; library code raises EvoError.
+
+Commands live in one module per area (workspace, train, harness, loop), each
+exposing `register(group)`. Command modules import heavy libraries (torch,
+transformers, pyarrow) inside the command body, so `evo status` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from evo.errors import EvoError
+
+_COMMAND_MODULES = ("workspace", "train", "harness", "loop")
+
+
+class EvoGroup(click.Group):
+    """Turns EvoError into a one-line `error: ...` and exit status 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except EvoError as exc:
+            raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted; the run can be resumed by running the same command again", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=EvoGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="evotrainer", prog_name="evo")
+def main():
+    """EvoTrainer: train LLM policies with GRPO and evolve the harness that judges them.
+
+    Start with `evo init`, then `evo step`. Every read command takes --json.
+    """
+
+
+for _name in _COMMAND_MODULES:
+    importlib.import_module(f"evo.cli.{_name}").register(main)

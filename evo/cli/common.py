@@ -1,0 +1,35 @@
+"""Helpers shared by command modules: workspace option, --json output, console."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+workspace_option = click.option(
+    "-C",
+    "--workspace",
+    "workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="Workspace directory.",
+)
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+
+
+def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
+    """Print `data` as JSON, or hand it to `render` for humans."""
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    else:
+        render(data)
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False)

@@ -1,0 +1,101 @@
+"""Load, validate and normalise recipes (the policy-side object that evolves).
+
+A recipe is YAML validated by `evo/schemas/recipe.schema.json`. `load_recipe`
+returns a plain dict with every default filled in, so downstream code never
+guesses. Errors name the file, the YAML path, the bad value and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from evo.errors import ConfigError
+from evo.schemas import load_schema, validate
+from evo.yamlio import load_yaml, parse_yaml
+
+
+def _fill_defaults(instance: Any, schema: dict) -> Any:
+    """Recursively add schema `default`s for missing object keys."""
+    if not isinstance(instance, dict) or schema.get("type") != "object":
+        if isinstance(instance, list) and isinstance(schema.get("items"), dict):
+            return [_fill_defaults(x, schema["items"]) for x in instance]
+        return instance
+    out = dict(instance)
+    for key, sub in schema.get("properties", {}).items():
+        if key not in out:
+            if "default" in sub:
+                out[key] = copy.deepcopy(sub["default"])
+            elif sub.get("type") == "object" and "properties" in sub and not sub.get("required"):
+                out[key] = _fill_defaults({}, sub)
+        else:
+            out[key] = _fill_defaults(out[key], sub)
+    return out
+
+
+DEFAULT_REWARD_TERMS = [{"name": "correctness", "weight": 1.0, "mode": "add"}]
+
+
+def normalize_recipe(data: dict, *, source: str = "recipe.yaml") -> dict:
+    """Validate `data` and return a copy with all defaults filled."""
+    validate(data, "recipe", source=source)
+    recipe = _fill_defaults(data, load_schema("recipe"))
+    recipe["domain"].setdefault("options", {})
+    if "terms" not in recipe["reward"]:
+        recipe["reward"]["terms"] = copy.deepcopy(DEFAULT_REWARD_TERMS)
+    recipe["rollout"].setdefault("max_total_tokens", None)
+    g = recipe["grpo"]
+    if g["eps_high"] < g["eps_low"] * 0.5:
+        raise ConfigError(
+            f"{source}: grpo.eps_high: {g['eps_high']!r} is far below eps_low {g['eps_low']!r}; "
+            "Clip-Higher expects eps_high >= eps_low (paper: 0.20 / 0.27)"
+        )
+    names = [t["name"] for t in recipe["reward"]["terms"]]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"{source}: reward.terms: component {sorted(dup)[0]!r} is listed twice; keep one entry")
+    if not any(t["mode"] == "add" for t in recipe["reward"]["terms"]):
+        raise ConfigError(f"{source}: reward.terms: no 'add' term; gates and factors multiply a sum, so add one (e.g. correctness)")
+    return recipe
+
+
+def load_recipe(path: str | Path) -> dict:
+    path = Path(path)
+    return normalize_recipe(load_yaml(path), source=path.name if path.name == "recipe.yaml" else str(path))
+
+
+def parse_recipe(text: str, *, source: str = "recipe.yaml") -> dict:
+    return normalize_recipe(parse_yaml(text, source=source), source=source)
+
+
+def recipe_hash(recipe: dict) -> str:
+    """Stable short hash of a normalised recipe (ordering-independent)."""
+    blob = json.dumps(recipe, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def get_path(recipe: dict, dotted_path: str, default: Any = None) -> Any:
+    """Read `grpo.eps_high`-style paths from a recipe dict."""
+    node: Any = recipe
+    for part in dotted_path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return default
+    return node
+
+
+def set_path(recipe: dict, dotted_path: str, value: Any) -> dict:
+    """Return a deep copy of `recipe` with `dotted_path` set to `value` (creating mappings)."""
+    out = copy.deepcopy(recipe)
+    node = out
+    parts = dotted_path.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"recipe: {dotted_path}: {part!r} is not a mapping; cannot set a key under it")
+    node[parts[-1]] = value
+    return out

@@ -1,0 +1,21 @@
+"""Workspace settings: `evo.yaml`, validated by `evo/schemas/settings.schema.json`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evo.recipe import _fill_defaults
+from evo.schemas import load_schema, validate
+from evo.yamlio import load_yaml
+
+SETTINGS_FILE = "evo.yaml"
+
+
+def normalize_settings(data: dict, *, source: str = SETTINGS_FILE) -> dict:
+    validate(data, "settings", source=source)
+    return _fill_defaults(data, load_schema("settings"))
+
+
+def load_settings(root: str | Path) -> dict:
+    """Read and validate `<root>/evo.yaml`, filling defaults."""
+    return normalize_settings(load_yaml(Path(root) / SETTINGS_FILE))

@@ -1,0 +1,56 @@
+"""Types shared by rollout, training, evaluation and the domains.
+
+A `Policy` turns prompts into `Generation`s; the rollout driver turns episodes
+into `Trajectory`s; the trainer only ever sees trajectories, so single-turn and
+multi-turn domains train through the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+
+@dataclass
+class Generation:
+    text: str
+    token_ids: list[int]
+    finish_reason: str  # "eos" | "stop" | "length"
+
+
+class Policy(Protocol):
+    """Anything that can sample completions: the HF backend, vLLM, a scripted test policy."""
+
+    tokenizer: object
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Generation]: ...
+
+
+@dataclass
+class Trajectory:
+    """One sampled episode, ready for loss computation and for the rollout record."""
+
+    task_id: str
+    stratum: str
+    group: int  # index of the group (one prompt x num_generations) within the step
+    sample: int  # index within the group
+    prompt: str
+    prompt_ids: list[int]
+    response_ids: list[int]  # every token after the prompt: actions and observations
+    response_mask: list[int]  # 1 where the token was produced by the policy (trained), else 0
+    text: str  # the response as text (actions and observations interleaved)
+    finish_reason: str  # "eos" | "stop" | "length" | "max_turns" | "error"
+    truncated: bool
+    turns: int = 1
+    tool_calls: int = 0
+    components: dict[str, float] = field(default_factory=dict)
+    info: dict = field(default_factory=dict)  # answer, tool names, errors, transcript
