@@ -19,3 +19,14 @@ def normalize_settings(data: dict, *, source: str = SETTINGS_FILE) -> dict:
 def load_settings(root: str | Path) -> dict:
     """Read and validate `<root>/evo.yaml`, filling defaults."""
     return normalize_settings(load_yaml(Path(root) / SETTINGS_FILE))
+
+
+def artifact_root(root: str | Path, settings: dict) -> Path:
+    """The folder holding every version's run artifacts (default `.evo/artifacts`)."""
+    base = Path(settings["artifacts"]["root"])
+    return base if base.is_absolute() else Path(root) / base
+
+
+def artifact_dir(root: str | Path, settings: dict, version: str) -> Path:
+    """Run artifacts of `version` (`base` holds the untrained base model's evaluation)."""
+    return artifact_root(root, settings) / version

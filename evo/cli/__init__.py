@@ -14,7 +14,7 @@ import click
 
 from evo.errors import EvoError
 
-_COMMAND_MODULES = ("workspace", "train", "harness", "loop")
+_COMMAND_MODULES = ("workspace", "train", "harness", "agent", "loop")
 
 
 class EvoGroup(click.Group):
