@@ -1,0 +1,46 @@
+"""`evo approve` / `evo reject` for versions waiting at the cost gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evo.errors import VersionError
+from evo.loop.journal import Journal
+
+
+def _awaiting(lineage, version: str):
+    records = lineage.read_all()
+    if version not in records:
+        raise VersionError(f"unknown version {version!r}; `evo log` lists the versions")
+    rec = records[version]
+    if rec.state != "awaiting-approval":
+        raise VersionError(f"{version} is not awaiting approval (state: {rec.state}); nothing to approve or reject")
+    return rec
+
+
+def approve(root: Path, version: str, reason: str, by: str = "user") -> dict:
+    from evo.lineage import Lineage
+    from evo.lineage.lock import workspace_lock
+
+    lineage = Lineage.open(root)
+    with workspace_lock(root, "evo approve"):
+        _awaiting(lineage, version)
+        lineage.append_event(version, {"id": f"{version}:approved", "event": "approved", "version": version,
+                                       "reason": reason, "by": by})
+    return {"version": version, "approved": True, "reason": reason}
+
+
+def reject(root: Path, version: str, reason: str, by: str = "user") -> dict:
+    from evo.lineage import Lineage
+    from evo.lineage.lock import workspace_lock
+
+    lineage = Lineage.open(root)
+    with workspace_lock(root, "evo reject"):
+        _awaiting(lineage, version)
+        lineage.append_event(version, {"id": f"{version}:rejected", "event": "rejected", "version": version,
+                                       "reason": reason, "by": by})
+        lineage.prune(version, f"rejected at the cost gate: {reason}")
+        journal = Journal.load(root)
+        if journal is not None and journal.version == version:
+            journal.finish()
+    return {"version": version, "rejected": True, "reason": reason}

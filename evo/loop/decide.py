@@ -1,0 +1,85 @@
+"""Turn a judged version into a decision: promote, prune, or keep on the frontier.
+
+The rules, encoded once here and documented in the README:
+
+| evidence | decision |
+|---|---|
+| an audit vetoed the version | prune (the audit and its evidence are the reason) |
+| `regression` | prune, kept as negative evidence |
+| `improvement` | promote; frontier versions now below the new head are pruned as superseded |
+| `mixed` | keep on the frontier; an ablation is scheduled (the next step reflects) |
+| `insufficient`, point estimate >= parent | keep on the frontier |
+| `insufficient`, point estimate < parent | prune: no evidence of benefit and worse on average |
+| harness-only revision, not vetoed, not a regression | promote (the harness is adopted; the policy is the parent's) |
+
+After a keep, the frontier is capped at `search.frontier_size`: the lowest
+headline versions beyond the cap are pruned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Decision:
+    action: str  # promote | prune | keep
+    reason: str
+    also_prune: list[tuple[str, str]] = field(default_factory=list)  # (version, reason)
+
+
+def _headline_value(record) -> float | None:
+    headline = getattr(record, "headline", None) or {}
+    value = headline.get("value") if isinstance(headline, dict) else None
+    return float(value) if value is not None else None
+
+
+def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, settings: dict) -> Decision:
+    """Decide the fate of `version` from its `judged` event and the current frontier.
+
+    `frontier` holds lineage records (with `.name` and `.headline`) of the other
+    live, unpromoted versions.
+    """
+    outcome = judged["outcome"]
+    headline = judged.get("headline") or {}
+    delta = headline.get("delta")
+    vetoes = judged.get("vetoes") or []
+    if vetoes:
+        first = vetoes[0]
+        return Decision("prune", f"vetoed by audit {first.get('audit', '?')}: {first.get('message', '')}".strip())
+    if outcome == "regression":
+        return Decision("prune", _evidence_phrase("regression", headline))
+    if harness_only:
+        return Decision("promote", "harness revision adopted (policy unchanged, no audit veto)")
+    if outcome == "improvement":
+        value = headline.get("value")
+        superseded = [
+            (rec.name, f"superseded by {version}")
+            for rec in frontier
+            if value is not None and _headline_value(rec) is not None and _headline_value(rec) < value
+        ]
+        return Decision("promote", _evidence_phrase("improvement", headline), superseded)
+    if outcome == "insufficient" and delta is not None and delta < 0:
+        return Decision("prune", _evidence_phrase("insufficient evidence of benefit, point estimate below parent", headline))
+    reason = _evidence_phrase(outcome, headline)
+    if outcome == "mixed":
+        reason += "; ablation scheduled"
+    cap = int(settings["search"]["frontier_size"])
+    ranked = sorted(
+        [(rec.name, _headline_value(rec)) for rec in frontier] + [(version, headline.get("value"))],
+        key=lambda item: (item[1] is not None, item[1] or 0.0),
+        reverse=True,
+    )
+    overflow = ranked[cap:]
+    if any(name == version for name, _ in overflow):
+        return Decision("prune", reason + f"; frontier is full ({cap}) and this is its weakest version")
+    return Decision("keep", reason, [(name, f"frontier full ({cap}); weakest after {version}") for name, _ in overflow])
+
+
+def _evidence_phrase(label: str, headline: dict) -> str:
+    if headline.get("delta") is None:
+        return label
+    return (
+        f"{label}: {headline.get('metric', 'headline')} delta {headline['delta']:+.3f} "
+        f"(95% CI [{headline.get('ci_low', float('nan')):+.3f}, {headline.get('ci_high', float('nan')):+.3f}])"
+    )

@@ -1,0 +1,99 @@
+"""Review a version as a pull request: the markdown body, and `gh pr create`.
+
+The body carries what a reviewer needs to accept or refuse the version:
+the parent's diagnosis, the intervention and its hypothesis, the backtest
+prediction, the outcome with its interval, the audits, and the diff stat.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from evo.errors import EvoError, VersionError
+from evo.loop import versions as V
+from evo.settings import artifact_dir
+
+
+def _fmt_interval(h: dict) -> str:
+    if not h or h.get("value") is None:
+        return "not judged yet"
+    text = f"**{h.get('metric', 'score/avg_at_k')} = {h['value']:.4f}**"
+    if h.get("delta") is not None:
+        text += f", delta {h['delta']:+.4f} (95% CI [{h.get('ci_low', 0):+.4f}, {h.get('ci_high', 0):+.4f}]"
+        if h.get("p_value") is not None:
+            text += f", Wilcoxon p = {h['p_value']:.3g}"
+        text += ")"
+    return text
+
+
+def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
+    """Return {title, body, branch, base} for version's pull request."""
+    records = lineage.read_all()
+    if version not in records:
+        raise VersionError(f"unknown version {version!r}; `evo log` lists the versions")
+    rec = records[version]
+    created = V.last_event(rec, "created") or {}
+    manifest = created.get("intervention") or {}
+    harness = created.get("harness_revision")
+    judged = V.last_event(rec, "judged") or {}
+    backtested = V.last_event(rec, "backtested")
+    parent = rec.parents[0] if rec.parents else None
+
+    lines = [f"## {version}: {manifest.get('factor', 'baseline')}", ""]
+    lines += [f"- parent: `{parent or '-'}` · state: **{rec.state}** · agent: {created.get('agent', '-')}"]
+    if manifest:
+        lines += [
+            f"- kind: {manifest.get('kind')} · change: {manifest.get('change', '-')}"
+            + (f" · skill: `{manifest['skill']}`" if manifest.get("skill") else ""),
+            "",
+            "### Hypothesis",
+            manifest.get("hypothesis", "-"),
+            "",
+            f"**Predicted effect:** {manifest.get('predicted_effect', '-')}",
+            f"**Evidence cited:** {', '.join(map(str, manifest.get('evidence', []) or [])) or '-'}",
+        ]
+    if harness:
+        lines += ["", "### Harness revision", f"{harness.get('factor')}: {harness.get('change', '')} — {harness.get('hypothesis', '')}"]
+    if parent:
+        diag_md = artifact_dir(root, settings, parent) / "diagnosis.md"
+        if diag_md.exists():
+            lines += ["", f"### Diagnosis of {parent}", "", diag_md.read_text().strip()]
+    lines += ["", "### Backtest", (backtested or {}).get("message") or "no backtest (not a reward or filter change)"]
+    lines += ["", "### Outcome", f"- class: **{judged.get('outcome', 'pending')}** vs `{judged.get('baseline', parent or '-')}`",
+              f"- headline: {_fmt_interval(judged.get('headline') or {})}"]
+    for reason in judged.get("reasons", []) or []:
+        lines.append(f"- {reason}")
+    vetoes = judged.get("vetoes") or []
+    lines += ["", "### Audits", "no veto" if judged and not vetoes else ("pending" if not judged else "")]
+    for v in vetoes:
+        lines.append(f"- **VETO** `{v.get('audit')}`: {v.get('message')}")
+    if parent:
+        diff = lineage.diff(parent, version)
+        lines += ["", "### Diff", "```", (diff.get("stat") or "").strip() or "(no file changes)", "```"]
+        if diff.get("recipe"):
+            lines += ["", "```diff", diff["recipe"].strip(), "```"]
+    title = f"{version}: {manifest.get('factor', 'baseline')}" + (f" [{judged['outcome']}]" if judged.get("outcome") else "")
+    return {"version": version, "title": title, "body": "\n".join(lines) + "\n", "branch": f"evo/{version}", "base": "main"}
+
+
+def open_pr(lineage, pr: dict, root: Path) -> str:
+    """Push the version branch and its notes, then `gh pr create`. Returns the PR URL."""
+    if shutil.which("gh") is None:
+        raise EvoError("the `gh` CLI is not installed; install GitHub CLI or paste the body printed by `evo pr` into a PR")
+    if not lineage.has_remote():
+        raise EvoError("this workspace has no git remote; add one (`git remote add origin URL`) to open pull requests")
+    lineage.push_version(pr["version"])
+    proc = subprocess.run(
+        ["gh", "pr", "create", "--base", pr["base"], "--head", pr["branch"], "--title", pr["title"], "--body", pr["body"]],
+        cwd=root, capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise EvoError(f"gh pr create failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1] if (proc.stderr or proc.stdout).strip() else 'exit ' + str(proc.returncode)}")
+    return proc.stdout.strip()
+
+
+def pr_json(pr: dict) -> str:
+    return json.dumps(pr, indent=2)

@@ -1,0 +1,522 @@
+"""`evo step`: one journaled version transition.
+
+    observe -> diagnose -> propose (reflect | intervene) -> commit -> backtest
+    -> gate -> run -> evaluate -> judge -> decide -> record
+
+A workspace whose baseline v0 has never been trained first bootstraps it
+(gate -> run -> evaluate -> judge against the untrained base model), so the
+first `evo step` has evidence to diagnose.
+
+Every phase is journaled (`evo.loop.journal`); every side effect is
+idempotent, so a step killed at any point resumes with the next `evo step`
+and never writes a version, a note event or an artifact twice. The
+orchestrator, never the agent, runs git and writes notes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from evo.errors import AgentError, EvoError, WorkspaceError
+from evo.loop import gate as gating
+from evo.loop import versions as V
+from evo.loop.decide import decide
+from evo.loop.journal import Journal
+from evo.loop.report import StepReport
+from evo.resources import resource_dir
+from evo.settings import artifact_dir, load_settings
+
+BASE = "base"  # artifact folder of the untrained base model's evaluation
+
+
+def _event_id(version: str, kind: str, suffix: str = "") -> str:
+    return f"{version}:{kind}" + (f":{suffix}" if suffix else "")
+
+
+def _describe(manifest: dict | None) -> str:
+    if not manifest:
+        return ""
+    text = f"[{manifest.get('kind', '?')}] {manifest.get('factor', '?')}"
+    if manifest.get("change"):
+        text += f": {manifest['change']}"
+    if manifest.get("skill"):
+        text += f" (skill {manifest['skill']})"
+    return text
+
+
+class StepRunner:
+    """Runs (or resumes) one step in workspace `root`."""
+
+    def __init__(self, root: Path, *, agent_backend: str | None = None, dry_run: bool = False,
+                 say: Callable[[str], None] | None = None, progress: bool = False):
+        self.root = Path(root).resolve()
+        self.agent_backend = agent_backend
+        self.dry_run = dry_run
+        self.say = say or (lambda _msg: None)
+        self.progress = progress
+
+    # ------------------------------------------------------------------ entry
+    def run(self) -> StepReport:
+        from evo.lineage import Lineage
+        from evo.lineage.lock import workspace_lock
+
+        self.lineage = Lineage.open(self.root)
+        self.settings = load_settings(self.root)
+        with workspace_lock(self.root, "evo step" + (" --dry-run" if self.dry_run else "")):
+            journal = Journal.load(self.root)
+            bootstrapped = None
+            if journal is None:
+                records = self.lineage.read_all()
+                if not self.dry_run:
+                    gating.check_budgets(records, self.settings)
+                self._ensure_clean_main()
+                head = V.promoted_head(records)
+                if not V.is_evaluated(self.root, self.settings, head):
+                    if self.dry_run:
+                        return self._dry_run_untrained(head)
+                    bootstrapped = self._bootstrap(head)
+                    records = self.lineage.read_all()
+                if self.dry_run:
+                    return self._dry_run(records, head)
+                journal = Journal.start(self.root, self.lineage.next_version(), [head])
+                self.say(f"step {journal.version} from {head}")
+            else:
+                self.say(f"resuming {journal.version} at phase {journal.data['phase']}")
+                if journal.data.get("bootstrap"):
+                    bootstrapped = self._bootstrap(journal.version, journal)
+                    return self.run_after_bootstrap(bootstrapped)
+            report = self._transition(journal)
+            report.bootstrapped = bootstrapped
+            return report
+
+    def run_after_bootstrap(self, bootstrapped: dict) -> StepReport:
+        """After resuming an interrupted bootstrap, carry on with a normal transition."""
+        records = self.lineage.read_all()
+        head = V.promoted_head(records)
+        journal = Journal.start(self.root, self.lineage.next_version(), [head])
+        report = self._transition(journal)
+        report.bootstrapped = bootstrapped
+        return report
+
+    # ------------------------------------------------------------- bootstrap
+    def _bootstrap(self, version: str, journal: Journal | None = None) -> dict:
+        """Train and judge the baseline v0 (against the untrained base model)."""
+        if journal is None:
+            journal = Journal.start(self.root, version, [])
+            journal.data["bootstrap"] = True
+            journal.save()
+        self.say(f"bootstrap: training baseline {version}")
+        recipe = V.recipe_of(self.lineage, version)
+        base_dir = artifact_dir(self.root, self.settings, BASE)
+        if not journal.is_done("evaluate-base"):
+            journal.begin("evaluate-base")
+            from evo.train.evaluate import evaluate
+
+            self.say(f"evaluate base model {recipe['model']['name']}")
+            evaluate(recipe["model"]["name"], recipe, base_dir)
+            journal.complete("evaluate-base")
+        result = self._gate_run_judge(journal, version, recipe, parent=None, harness_only=False)
+        if result.get("status") == "awaiting-approval":
+            raise WorkspaceError(
+                f"baseline {version} awaits approval (estimated {result['estimate']['gpu_hours']:.3f} GPU-h); "
+                f"run `evo approve {version}` then `evo step`"
+            )
+        journal.finish()
+        return result
+
+    # ------------------------------------------------------------ transition
+    def _transition(self, journal: Journal) -> StepReport:
+        version, parent = journal.version, journal.parents[0]
+        report = StepReport(status="done", version=version, parents=list(journal.parents))
+        parent_recipe = V.recipe_of(self.lineage, parent)
+        journal.complete("observe", {"parent": parent}) if not journal.is_done("observe") else None
+
+        diag = self._phase(journal, "diagnose", lambda: self._diagnose_parent(parent, parent_recipe))
+
+        proposal = self._phase(journal, "propose", lambda: self._propose(version, parent, parent_recipe, diag))
+        if proposal["status"] == "nothing":
+            self.lineage.discard_version(version)
+            journal.abandon()
+            report.status = "nothing-to-do"
+            report.message = proposal["reason"]
+            return report
+        manifests = proposal["manifests"]
+        primary = manifests[-1]
+        harness_only = all(m.get("kind") == "harness" for m in manifests)
+        report.intervention = _describe(primary)
+        if len(manifests) > 1:
+            report.harness_revision = _describe(manifests[0])
+
+        self._phase(journal, "commit", lambda: self._commit(version, parent, proposal))
+        if proposal.get("violation"):
+            self._apply_decision(version, "prune", f"candidate rejected: {proposal['violation']}", [])
+            self._record(journal, version, None)
+            report.status, report.decision, report.reason = "rejected", "pruned", proposal["violation"]
+            journal.finish()
+            return report
+
+        recipe = V.recipe_of(self.lineage, version)
+        bt = self._phase(journal, "backtest", lambda: self._backtest(version, parent, parent_recipe, manifests))
+        report.backtest = bt.get("message", "") if bt else ""
+
+        result = self._gate_run_judge(journal, version, recipe, parent=parent, harness_only=harness_only)
+        report.estimate = result.get("estimate", {})
+        if result.get("status") == "awaiting-approval":
+            report.status = "awaiting-approval"
+            report.message = f"run `evo approve {version}` (or `evo reject {version}`), then `evo step`"
+            return report
+        if result.get("status") == "rejected":
+            report.status, report.decision, report.reason = "rejected", "pruned", result["reason"]
+            journal.finish()
+            return report
+        judged = result["judged"]
+        report.outcome, report.headline = judged["outcome"], judged.get("headline") or {}
+
+        dec = self._phase(journal, "decide", lambda: self._decide(version, judged, harness_only))
+        report.decision, report.reason = dec["action"], dec["reason"]
+        self._phase(journal, "record", lambda: self._record(journal, version, primary, outcome=judged["outcome"]))
+        journal.finish()
+        self.lineage.remove_worktree(version)
+        return report
+
+    def _phase(self, journal: Journal, name: str, fn: Callable[[], object]):
+        if journal.is_done(name):
+            return journal.result(name)
+        journal.begin(name)
+        self.say(name)
+        result = fn()
+        journal.complete(name, result)
+        return result
+
+    # --------------------------------------------------------------- phases
+    def _analyzer_dirs(self, tree: Path) -> list[Path]:
+        return [resource_dir("analyzers"), Path(tree) / "analyzers"]
+
+    def _diagnose(self, version: str, recipe: dict, *, parent: str | None, tree: Path, out_dir: Path,
+                  declared_harness_revision: bool = False) -> dict:
+        from evo.harness.diagnose import diagnose
+
+        records = self.lineage.read_all()
+        head = V.promoted_head(records)
+        parent_dir = artifact_dir(self.root, self.settings, parent or BASE)
+        promoted_dir = artifact_dir(self.root, self.settings, head) if head != version else None
+        return diagnose(
+            artifact_dir(self.root, self.settings, version),
+            recipe=recipe,
+            parent_run_dir=parent_dir if (parent_dir / "eval.json").exists() else None,
+            promoted_run_dir=promoted_dir if promoted_dir and (promoted_dir / "eval.json").exists() else None,
+            analyzer_dirs=self._analyzer_dirs(tree),
+            settings=self.settings,
+            changed_paths=self.lineage.changed_paths(version) if parent else [],
+            declared_harness_revision=declared_harness_revision,
+            lineage=V.lineage_summaries(records),
+            version=version,
+            out_dir=out_dir,
+        )
+
+    def _diagnose_parent(self, parent: str, recipe: dict) -> dict:
+        rec = self.lineage.record(parent)
+        grand = rec.parents[0] if rec.parents else None
+        out = artifact_dir(self.root, self.settings, parent)
+        diag = self._diagnose(parent, recipe, parent=grand, tree=self.root, out_dir=out)
+        return {"path": str(out / "diagnosis.json"), "harness_version": diag.get("harness_version")}
+
+    def _propose(self, version: str, parent: str, parent_recipe: dict, diag_ref: dict) -> dict:
+        import json
+
+        from evo.agent import AgentContext, get_agent
+        from evo.agent.guard import check_candidate
+        from evo.agent.memory import Memory
+        from evo.agent.skills import load_skills
+
+        worktree = self.lineage.create_version(version, [parent])
+        self.lineage.reset_worktree(version)  # a killed propose may have left half an edit
+        records = self.lineage.read_all()
+        diagnosis = json.loads(Path(diag_ref["path"]).read_text())
+        last = V.last_transition(records)
+        agent = get_agent(self.settings, backend=self.agent_backend)
+        ctx = AgentContext(
+            phase="reflect" if last and last.get("outcome") in ("mixed", "insufficient") else "propose",
+            harness_revised=False,
+            root=self.root, worktree=Path(worktree), version=version, parent=parent,
+            domain=parent_recipe["domain"]["name"], recipe=parent_recipe, diagnosis=diagnosis,
+            last_outcome=last, lineage=V.lineage_summaries(records),
+            memory=Memory.load(self.root), skills=load_skills([resource_dir("skills"), self.root / "skills"]),
+            settings=self.settings,
+        )
+        manifests, usage = [], {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "turns": 0}
+        recipe_before = parent_recipe
+        checked: set[str] = set()
+        violation = None
+        for attempt in range(2):
+            self.say(f"agent ({agent.name}): {ctx.phase}")
+            proposal = agent.propose(ctx)
+            if proposal is None:
+                break
+            for key in usage:
+                usage[key] += proposal.usage.get(key, 0) or 0
+            changed = [p for p in self.lineage.worktree_changes(version) if p not in checked]
+            recipe_text = (Path(worktree) / "recipe.yaml").read_text()
+            try:
+                check_candidate(changed, proposal.manifest, recipe_before, recipe_text, self.settings)
+            except AgentError as exc:
+                violation = str(exc)
+                manifests.append(proposal.manifest)
+                break
+            manifests.append(proposal.manifest)
+            checked.update(changed)
+            if proposal.manifest.get("kind") != "harness" or attempt == 1:
+                break
+            # A harness revision: re-diagnose the parent with the revised harness, then ask again.
+            from evo.recipe import parse_recipe
+
+            recipe_before = parse_recipe(recipe_text)
+            rediag_dir = artifact_dir(self.root, self.settings, version) / "rediagnosis"
+            rediag = self._diagnose(parent, parent_recipe, parent=(self.lineage.record(parent).parents or [None])[0],
+                                    tree=Path(worktree), out_dir=rediag_dir)
+            ctx.diagnosis, ctx.harness_revised, ctx.phase = rediag, True, "propose"
+        if not manifests:
+            return {"status": "nothing", "reason": "the agent found no bottleneck the evidence supports and no harness gap"}
+        return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
+
+    def _commit(self, version: str, parent: str, proposal: dict) -> dict:
+        manifests = proposal["manifests"]
+        primary = manifests[-1]
+        message = f"{version}: {_describe(primary)}\n\n{primary.get('hypothesis', '')}".strip()
+        sha = self.lineage.commit_version(version, message, intervention=primary.get("factor"))
+        self.lineage.append_event(version, {
+            "id": _event_id(version, "created"), "event": "created", "version": version,
+            "parents": [parent], "branch": f"evo/{version}", "commit": sha,
+            "intervention": primary, "harness_revision": manifests[0] if len(manifests) > 1 else None,
+            "agent": proposal["agent"], "usage": proposal["usage"],
+        })
+        for m in manifests:
+            if m.get("skill"):
+                self.lineage.append_event(version, {
+                    "id": _event_id(version, "skill_used", m["skill"]), "event": "skill_used",
+                    "version": version, "skill": m["skill"], "domain": self.settings["domain"],
+                })
+        if proposal.get("violation"):
+            self.lineage.append_event(version, {
+                "id": _event_id(version, "rejected"), "event": "rejected", "version": version,
+                "reason": proposal["violation"], "by": "guard",
+            })
+        return {"commit": sha}
+
+    def _backtest(self, version: str, parent: str, parent_recipe: dict, manifests: list[dict]) -> dict | None:
+        change = next((m["backtest"] for m in manifests if m.get("backtest")), None)
+        if not change:
+            return None
+        from evo.harness.backtest import backtest
+
+        result = backtest(artifact_dir(self.root, self.settings, parent), change, parent_recipe)
+        self.lineage.append_event(version, {
+            "id": _event_id(version, "backtested"), "event": "backtested", "version": version,
+            "change": change, "prediction": {k: v for k, v in result.items() if k != "message"},
+            "message": result.get("message", ""),
+        })
+        return result
+
+    def _gate_run_judge(self, journal: Journal, version: str, recipe: dict, *, parent: str | None,
+                        harness_only: bool) -> dict:
+        estimate = gating.estimate(recipe, self.settings, train=not harness_only).as_dict()
+        if not journal.is_done("gate"):
+            journal.begin("gate")
+            events = [e.get("event") for e in self.lineage.events(version)]
+            if "rejected" in events:
+                self._apply_decision(version, "prune", "rejected at the cost gate", [])
+                return {"status": "rejected", "reason": "rejected at the cost gate", "estimate": estimate}
+            threshold = float(self.settings["gate"]["approval_above_gpu_hours"])
+            needs = gating.needs_approval(gating.CostEstimate(**{k: estimate[k] for k in ("tokens_generated", "tokens_trained", "gpu_hours")}), self.settings)
+            status = "approved" if not needs or "approved" in events else "awaiting-approval"
+            self.lineage.append_event(version, {
+                "id": _event_id(version, "gated", status), "event": "gated", "version": version,
+                "estimate": estimate, "threshold": threshold, "status": status,
+            })
+            if status == "awaiting-approval":
+                self.say(f"{version} awaits approval: estimated {estimate['gpu_hours']:.3f} GPU-h > {threshold:g}")
+                return {"status": "awaiting-approval", "estimate": estimate}
+            journal.complete("gate", {"estimate": estimate, "status": status})
+        out = artifact_dir(self.root, self.settings, version)
+        parent_recipe = recipe if parent is None else V.recipe_of(self.lineage, parent)
+        init = None if parent is None else V.checkpoint_of(self.root, self.settings, parent, parent_recipe)
+
+        def run():
+            if harness_only:
+                V.write_link(self.root, self.settings, version, init, parent)
+                return {"checkpoint": init, "trained": False}
+            from evo.train.run import train_recipe
+
+            res = train_recipe(recipe, out, init_checkpoint=init, version=version, progress=self.progress)
+            self.lineage.append_event(version, {
+                "id": _event_id(version, "trained"), "event": "trained", "version": version,
+                "artifacts": _artifact_list(out), "metrics": res.summary.get("final", {}), "estimate": estimate,
+            })
+            return {"checkpoint": str(res.checkpoint_dir), "trained": True}
+
+        ran = self._phase(journal, "run", run)
+
+        def evaluate_phase():
+            from evo.train.evaluate import evaluate
+
+            ev = evaluate(ran["checkpoint"], recipe, out)
+            self.lineage.append_event(version, {
+                "id": _event_id(version, "evaluated"), "event": "evaluated", "version": version,
+                "avg_at_k": ev["avg_at_k"], "k": ev["k"], "n_tasks": ev["n_tasks"],
+                "per_stratum": ev.get("per_stratum", {}),
+            })
+            return {"avg_at_k": ev["avg_at_k"]}
+
+        self._phase(journal, "evaluate", evaluate_phase)
+        judged = self._phase(journal, "judge", lambda: self._judge(version, recipe, parent, harness_only))
+        return {"status": "done", "estimate": estimate, "judged": judged, "headline": judged.get("headline"),
+                "outcome": judged.get("outcome")}
+
+    def _judge(self, version: str, recipe: dict, parent: str | None, harness_only: bool) -> dict:
+        from evo.harness.compare import compare_runs
+
+        tree = self.lineage.worktree_path(version) if parent else self.root
+        created = (self.lineage.record(version) and V.last_event(self.lineage.record(version), "created")) or {}
+        declared = bool(created.get("harness_revision")) or (created.get("intervention") or {}).get("kind") == "harness"
+        diag = self._diagnose(version, recipe, parent=parent, tree=tree if Path(tree).exists() else self.root,
+                              out_dir=artifact_dir(self.root, self.settings, version),
+                              declared_harness_revision=declared)
+        baseline = parent or BASE
+        cmp = compare_runs(
+            artifact_dir(self.root, self.settings, version), artifact_dir(self.root, self.settings, baseline),
+            B=int(self.settings["search"]["bootstrap_samples"]), child_diag=diag,
+        )
+        vetoes = (diag.get("audits") or {}).get("vetoes", [])
+        judged = {
+            "id": _event_id(version, "judged"), "event": "judged", "version": version, "baseline": baseline,
+            "outcome": cmp["outcome"],
+            "headline": {k: cmp.get(k) for k in ("metric", "value", "delta", "ci_low", "ci_high", "p_value")},
+            "reasons": cmp.get("reasons", []), "vetoes": vetoes,
+        }
+        self.lineage.append_event(version, {
+            "id": _event_id(version, "diagnosed"), "event": "diagnosed", "version": version,
+            "harness_version": diag.get("harness_version"), "findings": _severity_counts(diag),
+            "vetoed": bool(vetoes),
+        })
+        self.lineage.append_event(version, judged)
+        return judged
+
+    def _decide(self, version: str, judged: dict, harness_only: bool) -> dict:
+        records = self.lineage.read_all()
+        dec = decide(version, judged, harness_only=harness_only,
+                     frontier=V.frontier(records, exclude=version), settings=self.settings)
+        self._apply_decision(version, dec.action, dec.reason, dec.also_prune)
+        return {"action": {"promote": "promoted", "prune": "pruned", "keep": "kept"}[dec.action],
+                "reason": dec.reason, "also_pruned": [v for v, _ in dec.also_prune]}
+
+    def _apply_decision(self, version: str, action: str, reason: str, also_prune: list) -> None:
+        state = self.lineage.record(version).state
+        if action == "promote" and state != "promoted":
+            self.lineage.promote(version, reason)
+        elif action == "prune" and state != "pruned":
+            self.lineage.prune(version, reason)
+        elif action == "keep":
+            self.lineage.append_event(version, {"id": _event_id(version, "kept"), "event": "kept",
+                                                "version": version, "reason": reason})
+        for other, why in also_prune:
+            if self.lineage.record(other).state != "pruned":
+                self.lineage.prune(other, why)
+
+    def _record(self, journal: Journal, version: str, manifest: dict | None, outcome: str | None = None) -> dict:
+        from evo.agent.memory import update_memory
+        from evo.agent.skills import update_skill_evidence
+
+        records = self.lineage.read_all()
+        diagnoses = {}
+        for name in records:
+            path = artifact_dir(self.root, self.settings, name) / "diagnosis.json"
+            if path.exists():
+                import json
+
+                diagnoses[name] = json.loads(path.read_text())
+        changed = list(update_memory(self.root, V.lineage_summaries(records), diagnoses))
+        if manifest and manifest.get("skill") and outcome:
+            skill_dir = self.root / "skills"
+            changed += list(update_skill_evidence(skill_dir, manifest["skill"], version, outcome, self.settings["domain"]) or [])
+        paths = sorted({str(Path(p).resolve().relative_to(self.root)) if Path(p).is_absolute() else str(p) for p in changed})
+        sha = self.lineage.commit_main(f"evo: record {version}", paths) if paths else None
+        return {"commit": sha, "paths": paths}
+
+    # ---------------------------------------------------------------- dry run
+    def _dry_run_untrained(self, head: str) -> StepReport:
+        recipe = V.recipe_of(self.lineage, head)
+        est = gating.estimate(recipe, self.settings).as_dict()
+        return StepReport(status="dry-run", version=head, estimate=est,
+                          intervention="(none: the baseline must be trained first)",
+                          message=f"the next step would first train baseline {head}")
+
+    def _dry_run(self, records: dict, head: str) -> StepReport:
+        """Diagnose and propose in a throw-away candidate, estimate its cost, discard it."""
+        version = self.lineage.next_version()
+        parent_recipe = V.recipe_of(self.lineage, head)
+        diag = self._diagnose_parent(head, parent_recipe)
+        try:
+            proposal = self._propose(version, head, parent_recipe, diag)
+            report = StepReport(status="dry-run", version=version, parents=[head])
+            if proposal["status"] == "nothing":
+                report.message = proposal["reason"]
+                return report
+            manifests = proposal["manifests"]
+            report.intervention = _describe(manifests[-1])
+            if len(manifests) > 1:
+                report.harness_revision = _describe(manifests[0])
+            if proposal.get("violation"):
+                report.message = f"the candidate would be rejected: {proposal['violation']}"
+            from evo.recipe import parse_recipe
+
+            recipe = parse_recipe((Path(self.lineage.worktree_path(version)) / "recipe.yaml").read_text())
+            harness_only = all(m.get("kind") == "harness" for m in manifests)
+            report.estimate = gating.estimate(recipe, self.settings, train=not harness_only).as_dict()
+            if gating.needs_approval(gating.CostEstimate(**report.estimate), self.settings):
+                report.message = (report.message + "; " if report.message else "") + "it would wait for approval"
+            return report
+        finally:
+            self.lineage.discard_version(version)
+            import shutil
+
+            shutil.rmtree(artifact_dir(self.root, self.settings, version), ignore_errors=True)
+
+    def _ensure_clean_main(self) -> None:
+        dirty = self.lineage.dirty_paths()
+        if dirty:
+            shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
+            raise WorkspaceError(f"the workspace has uncommitted changes ({shown}); commit or discard them before `evo step`")
+
+
+def _severity_counts(diag: dict) -> dict:
+    counts: dict[str, int] = {}
+    for f in diag.get("findings", []):
+        counts[f.get("severity", "info")] = counts.get(f.get("severity", "info"), 0) + 1
+    return counts
+
+
+def _artifact_list(folder: Path) -> list[dict]:
+    """URI, size and sha256 of each artifact file (the checkpoint's weights included)."""
+    import hashlib
+
+    out = []
+    for path in sorted(folder.rglob("*")):
+        if not path.is_file() or path.suffix == ".tmp":
+            continue
+        rel = path.relative_to(folder)
+        if rel.parts[0] not in ("checkpoint",) and rel.name not in ("rollouts.parquet", "metrics.jsonl", "summary.json"):
+            continue
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        out.append({"name": str(rel), "uri": path.resolve().as_uri(), "size": path.stat().st_size, "sha256": digest.hexdigest()})
+    return out
+
+
+def step(root: Path, **kwargs) -> StepReport:
+    return StepRunner(root, **kwargs).run()
+
+
+__all__ = ["StepRunner", "step", "EvoError"]

@@ -1,0 +1,123 @@
+"""Read-side helpers the loop needs about versions: parent choice, recipes,
+checkpoints and the lineage summaries handed to agents.
+
+Pure functions over lineage records (from `Lineage.read_all()`) and the
+artifact folders; no git writes here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evo.errors import VersionError
+from evo.recipe import parse_recipe
+from evo.settings import artifact_dir
+
+LINK_FILE = "link.json"  # a harness-only version's pointer to the checkpoint it reuses
+
+
+def _events(record, kind: str) -> list[dict]:
+    return [ev for ev in record.events if ev.get("event") == kind]
+
+
+def last_event(record, kind: str) -> dict | None:
+    found = _events(record, kind)
+    return found[-1] if found else None
+
+
+def promoted_head(records: dict) -> str:
+    """The most recently promoted version that has not been reverted."""
+    best, best_time = None, ""
+    for name, rec in records.items():
+        if rec.state != "promoted":
+            continue
+        ev = last_event(rec, "promoted")
+        when = (ev or {}).get("time", "")
+        if best is None or when > best_time or (when == best_time and _num(name) > _num(best)):
+            best, best_time = name, when
+    if best is None:
+        raise VersionError("no promoted version in this workspace; run `evo init` or promote a version with `evo promote vN`")
+    return best
+
+
+def _num(version: str) -> int:
+    return int(version[1:]) if version[1:].isdigit() else -1
+
+
+def frontier(records: dict, exclude: str = "") -> list:
+    return [rec for name, rec in records.items() if rec.state == "frontier" and name != exclude]
+
+
+def last_transition(records: dict) -> dict | None:
+    """The `judged` event of the most recently created version (the last outcome)."""
+    judged = [(_num(name), last_event(rec, "judged"), name) for name, rec in records.items()]
+    judged = [(n, ev, name) for n, ev, name in judged if ev and name != "v0"]
+    if not judged:
+        return None
+    _, ev, name = max(judged, key=lambda item: item[0])
+    return {**ev, "version": name}
+
+
+def lineage_summaries(records: dict) -> list[dict]:
+    out = []
+    for name in sorted(records, key=_num):
+        rec = records[name]
+        judged = last_event(rec, "judged") or {}
+        created = last_event(rec, "created") or {}
+        out.append(
+            {
+                "name": name,
+                "parents": list(rec.parents),
+                "state": rec.state,
+                "intervention": created.get("intervention"),
+                "harness_revision": created.get("harness_revision"),
+                "outcome": judged.get("outcome"),
+                "headline": judged.get("headline"),
+            }
+        )
+    return out
+
+
+def recipe_of(lineage, version: str) -> dict:
+    return parse_recipe(lineage.file_at(version, "recipe.yaml"), source=f"{version}:recipe.yaml")
+
+
+def run_dir(root: Path, settings: dict, version: str) -> Path:
+    return artifact_dir(root, settings, version)
+
+
+def is_evaluated(root: Path, settings: dict, version: str) -> bool:
+    return (run_dir(root, settings, version) / "eval.json").exists()
+
+
+def checkpoint_of(root: Path, settings: dict, version: str, recipe: dict | None = None) -> str:
+    """The checkpoint a version's policy lives in (following harness-only links).
+
+    Returns the base model name for a version that never trained (e.g. `base`).
+    """
+    seen = set()
+    current = version
+    while current not in seen:
+        seen.add(current)
+        folder = run_dir(root, settings, current)
+        ckpt = folder / "checkpoint"
+        if (ckpt / "config.json").exists():
+            return str(ckpt)
+        link = folder / LINK_FILE
+        if link.exists():
+            target = json.loads(link.read_text())
+            if "checkpoint" in target:
+                return target["checkpoint"]
+            current = target["version"]
+            continue
+        break
+    if recipe is not None:
+        return recipe["model"]["name"]
+    raise VersionError(f"{version} has no checkpoint under {run_dir(root, settings, version)}; run `evo step` to train it")
+
+
+def write_link(root: Path, settings: dict, version: str, checkpoint: str, source: str) -> None:
+    folder = run_dir(root, settings, version)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / LINK_FILE).write_text(json.dumps({"version": source, "checkpoint": checkpoint}, indent=2))
