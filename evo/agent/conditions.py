@@ -1,0 +1,169 @@
+"""Skill conditions and recipe patches: the small language skills are written in.
+
+A *trigger* is a condition on a diagnostic metric (`behavior/truncated_frac > 0.05`);
+a *requirement* is a condition on the parent's recipe (`reward.terms lacks_term
+partial_credit`); a *patch* is a list of recipe operations (`set`, `scale`,
+`add_term`, `enable`). Triggers and requirements all must hold; `{any: [...]}`
+groups alternatives. A condition on a metric the diagnosis lacks does not hold,
+and is reported as missing so the heuristic can install the analyzer that
+measures it.
+
+Evidence strength of a trigger that holds is how far past its threshold the
+metric sits, on a log scale so that 0.62 against 0.05 and 6.2 against 0.5 weigh
+the same: ``clip(|ln(value / threshold)|, 0, 2)`` (1 for `==`/`!=`). Conditions
+marked `gate: true` ("ample length") only gate; they add no strength.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from evo.errors import AgentError
+from evo.recipe import get_path
+
+_COMPARE = {
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+TERM_OPS = ("has_term", "lacks_term")
+PATCH_OPS = ("set", "scale", "add_term", "enable")
+
+
+def _margin(op: str, value: float, threshold: Any) -> float:
+    if op in ("==", "!=") or not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
+        return 1.0
+    if threshold > 0 and value > 0:
+        return min(abs(math.log(value / threshold)), 2.0)
+    return min(abs(value - threshold), 2.0)
+
+
+def eval_trigger(cond: dict, metrics: dict) -> tuple[bool, float, list[str], dict[str, float]]:
+    """Evaluate one trigger: (holds, strength, missing metric keys, metric values used)."""
+    if "any" in cond:
+        best: tuple[bool, float, list[str], dict[str, float]] = (False, 0.0, [], {})
+        missing: list[str] = []
+        for sub in cond["any"]:
+            holds, strength, sub_missing, used = eval_trigger(sub, metrics)
+            missing += sub_missing
+            if holds and (not best[0] or strength > best[1]):
+                best = (True, strength, [], used)
+        return (best[0], best[1], [] if best[0] else missing, best[3])
+    key, op, threshold = cond["metric"], cond["op"], cond["value"]
+    value = metrics.get(key)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or (isinstance(value, float) and math.isnan(value)):
+        return False, 0.0, [key], {}
+    holds = _COMPARE[op](value, threshold)
+    strength = 0.0 if (not holds or cond.get("gate")) else _margin(op, float(value), threshold)
+    return holds, strength, [], {key: value}
+
+
+def eval_triggers(triggers: list[dict], metrics: dict) -> tuple[bool, float, list[str], dict[str, float]]:
+    """All triggers must hold. Strength = mean over non-gate triggers. An empty list never fires."""
+    if not triggers:
+        return False, 0.0, [], {}
+    all_hold, strengths, missing, used = True, [], [], {}
+    for cond in triggers:
+        holds, strength, cond_missing, cond_used = eval_trigger(cond, metrics)
+        all_hold &= holds
+        missing += cond_missing
+        used.update(cond_used)
+        if not cond.get("gate"):
+            strengths.append(strength)
+    mean = sum(strengths) / len(strengths) if strengths else 0.0
+    return all_hold, (mean if all_hold else 0.0), missing, used
+
+
+def trigger_metrics(triggers: list[dict]) -> list[str]:
+    """Every metric key a trigger list reads."""
+    keys: list[str] = []
+    for cond in triggers:
+        keys += trigger_metrics(cond["any"]) if "any" in cond else [cond["metric"]]
+    return keys
+
+
+def _term_matches(term: dict, pattern: dict) -> bool:
+    return all(term.get(k, {"weight": 1.0, "mode": "add"}.get(k)) == v for k, v in pattern.items())
+
+
+def check_requirement(cond: dict, recipe: dict) -> bool:
+    """A condition on the recipe: comparisons on a dotted path, or has_term / lacks_term on reward.terms."""
+    if "any" in cond:
+        return any(check_requirement(sub, recipe) for sub in cond["any"])
+    op = cond["op"]
+    value = get_path(recipe, cond["path"])
+    if op in TERM_OPS:
+        pattern = cond["value"] if isinstance(cond["value"], dict) else {"name": cond["value"]}
+        present = any(_term_matches(t, pattern) for t in (value or []))
+        return present if op == "has_term" else not present
+    if value is None:
+        return False
+    try:
+        return bool(_COMPARE[op](value, cond["value"]))
+    except TypeError:
+        return False
+
+
+def _set_raw(raw: dict, dotted: str, value: Any) -> None:
+    node = raw
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "patch") -> dict:
+    """Apply `patch` to the raw recipe mapping (what recipe.yaml holds) and return the new mapping.
+
+    Current values are read from the normalised `recipe`, so `scale` works on a
+    key the file leaves to its default. Only the touched keys are written, so
+    the file stays as short as the user wrote it.
+    """
+    out = copy.deepcopy(raw)
+    for op in patch:
+        kind, path = op.get("op"), op.get("path")
+        if kind not in PATCH_OPS or not path:
+            raise AgentError(f"{source}: patch op {op!r} is invalid; use one of {', '.join(PATCH_OPS)} with a path")
+        current = get_path(recipe, path)
+        if kind == "set":
+            _set_raw(out, path, copy.deepcopy(op["value"]))
+        elif kind == "scale":
+            if not isinstance(current, (int, float)) or isinstance(current, bool):
+                raise AgentError(f"{source}: cannot scale {path} (value {current!r} is not a number)")
+            new = current * op["value"]
+            if "max" in op:
+                new = min(new, op["max"])
+            if "min" in op:
+                new = max(new, op["min"])
+            _set_raw(out, path, int(round(new)) if isinstance(current, int) else float(new))
+        elif kind == "add_term":
+            term = {"weight": 1.0, "mode": "add", **op["value"]}
+            terms = [dict(t) for t in (current or [])]
+            for i, t in enumerate(terms):
+                if t["name"] == term["name"]:
+                    terms[i] = term
+                    break
+            else:
+                terms.append(term)
+            _set_raw(out, path, terms)
+        elif kind == "enable":
+            node = get_path(out, path)
+            node = dict(node) if isinstance(node, dict) else {}
+            node.update(copy.deepcopy(op.get("value") or {}))
+            node["enabled"] = True
+            _set_raw(out, path, node)
+    return out
+
+
+def term_added(before: dict, after: dict, pattern: dict) -> bool:
+    """Whether `after` has a reward term matching `pattern` that `before` lacks (for refutations)."""
+    had = any(_term_matches(t, pattern) for t in get_path(before, "reward.terms", []) or [])
+    has = any(_term_matches(t, pattern) for t in get_path(after, "reward.terms", []) or [])
+    return has and not had
