@@ -1,0 +1,130 @@
+"""Thin helpers over GitPython and git plumbing, shared by the lineage modules.
+
+Names of the refs EvoTrainer uses live here, so every module agrees on them.
+Reads that must stay constant in process count (`read_all`) go through
+`for_each_ref`, `notes_list` and one `cat_file_batch`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+from pathlib import Path
+
+import git
+from gitdb.base import IStream
+
+from evo.errors import WorkspaceError
+
+MAIN = "main"
+NOTES_REF = "refs/notes/evo/lineage"
+BRANCH_PREFIX = "refs/heads/evo/"
+PRUNED_PREFIX = "refs/evo/pruned/"
+TAG_PREFIX = "refs/tags/evo/promoted/"
+WORKTREES = Path(".evo") / "worktrees"
+PARENTS_CONFIG_KEY = "evoparents"  # branch.evo/vN.evoparents: parents of a version not yet committed
+
+TRAILER_VERSION = "Evo-Version"
+TRAILER_PARENT = "Evo-Parent"
+TRAILER_INTERVENTION = "Evo-Intervention"
+TRAILER_PROMOTED = "Evo-Promoted"
+TRAILER_REVERTED = "Evo-Reverted"
+
+_VERSION_RE = re.compile(r"^v[0-9]+$")
+
+
+def is_version_name(name: str) -> bool:
+    return bool(_VERSION_RE.match(name))
+
+
+def git_executable() -> str:
+    return git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"
+
+
+def for_each_ref(repo: git.Repo, *prefixes: str) -> list[tuple[str, str, str]]:
+    """(refname, object id, peeled commit id or "") under `prefixes`, one git process."""
+    out = repo.git.for_each_ref("--format=%(refname)%00%(objectname)%00%(*objectname)", *prefixes)
+    rows = []
+    for line in out.splitlines():
+        name, obj, peeled = line.split("\0")
+        rows.append((name, obj, peeled))
+    return rows
+
+
+def notes_list(repo: git.Repo) -> list[tuple[str, str]]:
+    """(note blob id, annotated commit id) for every lineage note, one git process."""
+    try:
+        out = repo.git.notes("--ref", NOTES_REF, "list")
+    except git.GitCommandError:
+        return []
+    return [tuple(line.split()) for line in out.splitlines() if line.strip()]  # type: ignore[misc]
+
+
+def cat_file_batch(root: Path, object_ids: list[str]) -> dict[str, bytes]:
+    """Contents of many objects through ONE `git cat-file --batch` process."""
+    if not object_ids:
+        return {}
+    request = ("\n".join(object_ids) + "\n").encode()
+    proc = subprocess.run(
+        [git_executable(), "cat-file", "--batch"], cwd=root, input=request, capture_output=True, check=False
+    )
+    if proc.returncode != 0:
+        raise WorkspaceError(f"{root}: `git cat-file --batch` failed ({proc.stderr.decode(errors='replace').strip()}); run `git fsck` there")
+    data = proc.stdout
+    out: dict[str, bytes] = {}
+    pos = 0
+    for oid in object_ids:
+        nl = data.index(b"\n", pos)
+        header = data[pos:nl].decode()
+        parts = header.split()
+        if len(parts) < 3:  # "<oid> missing"
+            raise WorkspaceError(f"{root}: git object {oid} is missing ({header}); run `git fsck` there")
+        size = int(parts[2])
+        out[oid] = data[nl + 1 : nl + 1 + size]
+        pos = nl + 1 + size + 1  # content is followed by a newline
+    return out
+
+
+def store_blob(repo: git.Repo, data: bytes) -> str:
+    """Write a blob into the object database without spawning git; return its id."""
+    istream = repo.odb.store(IStream(b"blob", len(data), io.BytesIO(data)))
+    return istream.hexsha.decode() if isinstance(istream.hexsha, bytes) else istream.hexsha
+
+
+def ref_exists(repo: git.Repo, ref: str) -> bool:
+    try:
+        repo.git.rev_parse("--verify", "-q", ref + "^{commit}")
+        return True
+    except git.GitCommandError:
+        return False
+
+
+def rev(repo_or_git, ref: str) -> str:
+    g = repo_or_git.git if isinstance(repo_or_git, git.Repo) else repo_or_git
+    return g.rev_parse("--verify", ref + "^{commit}")
+
+
+def commit_message(repo: git.Repo, sha: str) -> str:
+    return repo.git.show("-s", "--format=%B", sha)
+
+
+def trailers(message: str, key: str) -> list[str]:
+    """Values of `key:` trailer lines in a commit message."""
+    return re.findall(rf"^{re.escape(key)}:[ \t]*(.+?)[ \t]*$", message, flags=re.MULTILINE)
+
+
+def trailer_block(pairs: list[tuple[str, str]]) -> str:
+    # Trailers must be single-line; a multi-line intervention summary is folded.
+    return "\n".join(f"{k}: {' '.join(str(v).split())}" for k, v in pairs)
+
+
+def dirty_paths(g: git.Git) -> list[str]:
+    """Changed, staged and untracked (not ignored) paths of a checkout."""
+    out = g.status("--porcelain", "--untracked-files=all")
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def unmerged_paths(g: git.Git) -> list[str]:
+    out = g.diff("--name-only", "--diff-filter=U")
+    return sorted(set(out.splitlines()))

@@ -1,0 +1,137 @@
+"""Lineage notes: JSON lines on commits under `refs/notes/evo/lineage`.
+
+Writes rewrite a whole note (read, append, `git notes add -f`), so two writers
+racing on one note would silently drop a line; every write therefore runs under
+a flock in the git common dir, shared by all worktrees of the repository.
+Reads are bulk: one `git notes list` and one `git cat-file --batch`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import git
+
+from evo.errors import LineageError
+from evo.lineage.events import check_event, event_sort_key
+from evo.lineage.gitio import NOTES_REF, cat_file_batch, notes_list, store_blob
+from evo.lineage.lock import file_lock
+
+NOTES_LOCK = "evo-notes.lock"
+LOCK_WAIT_S = 120.0  # appends are milliseconds; waiting this long means a stuck writer
+
+
+def notes_lock(repo: git.Repo, purpose: str):
+    return file_lock(Path(repo.common_dir) / NOTES_LOCK, purpose, wait_s=LOCK_WAIT_S)
+
+
+def repair_hint(commit: str) -> str:
+    return f"repair the note with `git notes --ref={NOTES_REF} edit {commit}`"
+
+
+def parse_note(text: str, commit: str) -> list[dict]:
+    """Parse and validate every line of the note on `commit`."""
+    events = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError as exc:
+            raise LineageError(
+                f"lineage note on commit {commit[:12]} line {number} is not JSON ({exc.msg}); {repair_hint(commit)}"
+            ) from None
+        who = event.get("version") if isinstance(event, dict) and isinstance(event.get("version"), str) else "?"
+        check_event(event, source=f"lineage note of {who} on commit {commit[:12]} line {number}", fix=repair_hint(commit))
+        events.append(event)
+    return events
+
+
+def read_note(repo: git.Repo, commit: str) -> str:
+    """The note text on `commit`, "" when there is none."""
+    try:
+        return repo.git.notes("--ref", NOTES_REF, "show", commit, strip_newline_in_stdout=False)
+    except git.GitCommandError as exc:
+        if "no note found" in str(exc.stderr):
+            return ""
+        raise
+
+
+def write_note(repo: git.Repo, commit: str, text: str) -> None:
+    """Replace the note on `commit` (verbatim; `-C` skips git's message cleanup)."""
+    if not text.strip():
+        try:
+            repo.git.notes("--ref", NOTES_REF, "remove", "--ignore-missing", commit)
+        except git.GitCommandError:
+            pass
+        return
+    blob = store_blob(repo, text.encode("utf-8"))
+    repo.git.notes("--ref", NOTES_REF, "add", "-f", "-C", blob, commit)
+
+
+def dump_event(event: dict) -> str:
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+
+
+def read_all_events(repo: git.Repo, root: Path) -> dict[str, list[dict]]:
+    """version -> its events (deduplicated by id, in time order), from every note.
+
+    Events are grouped by their `version` field, not by the commit they sit on,
+    so an event written before its version's commit moved still counts.
+    """
+    listing = notes_list(repo)
+    blobs = cat_file_batch(root, [blob for blob, _ in listing])
+    by_version: dict[str, list[dict]] = {}
+    seen: set[tuple[str, str]] = set()
+    for blob, commit in listing:
+        for event in parse_note(blobs[blob].decode("utf-8"), commit):
+            key = (event["version"], event["id"])
+            if key in seen:
+                continue
+            seen.add(key)
+            by_version.setdefault(event["version"], []).append(event)
+    for events in by_version.values():
+        events.sort(key=event_sort_key)
+    return by_version
+
+
+def append_line(repo: git.Repo, commit: str, event: dict) -> bool:
+    """Append `event` to the note on `commit` unless its id is there; caller holds the lock."""
+    text = read_note(repo, commit)
+    for existing in parse_note(text, commit):
+        if existing["id"] == event["id"] and existing["version"] == event["version"]:
+            return False
+    if text and not text.endswith("\n"):
+        text += "\n"
+    write_note(repo, commit, text + dump_event(event) + "\n")
+    return True
+
+
+def move_version_lines(repo: git.Repo, version: str, old: str, new: str) -> int:
+    """Move `version`'s lines from the note on `old` to the note on `new`; caller holds the lock.
+
+    Keeps the contract that a version's events sit on its head commit after
+    `commit_version` moves the head. Returns the number of lines moved.
+    """
+    if old == new:
+        return 0
+    old_text = read_note(repo, old)
+    if not old_text:
+        return 0
+    keep, move = [], []
+    for line, event in zip([ln for ln in old_text.splitlines() if ln.strip()], parse_note(old_text, old)):
+        (move if event["version"] == version else keep).append(line)
+    if not move:
+        return 0
+    new_text = read_note(repo, new)
+    existing = {(e["version"], e["id"]) for e in parse_note(new_text, new)}
+    add = [ln for ln in move if (version, json.loads(ln)["id"]) not in existing]
+    if new_text and not new_text.endswith("\n"):
+        new_text += "\n"
+    # Write the destination first: a kill between the two writes leaves a
+    # duplicate (deduplicated by id on read), never a lost line.
+    if add:
+        write_note(repo, new, new_text + "".join(ln + "\n" for ln in add))
+    write_note(repo, old, "".join(ln + "\n" for ln in keep))
+    return len(move)
