@@ -64,19 +64,24 @@ def eval_trigger(cond: dict, metrics: dict) -> tuple[bool, float, list[str], dic
 
 
 def eval_triggers(triggers: list[dict], metrics: dict) -> tuple[bool, float, list[str], dict[str, float]]:
-    """All triggers must hold. Strength = mean over non-gate triggers. An empty list never fires."""
+    """All triggers must hold. Strength = mean over non-gate triggers. An empty list never fires.
+
+    Missing metrics are reported only when they are what blocks the skill: if a
+    measured condition already fails, measuring the rest would not change the answer.
+    """
     if not triggers:
         return False, 0.0, [], {}
-    all_hold, strengths, missing, used = True, [], [], {}
+    all_hold, refuted_by_measurement, strengths, missing, used = True, False, [], [], {}
     for cond in triggers:
         holds, strength, cond_missing, cond_used = eval_trigger(cond, metrics)
         all_hold &= holds
+        refuted_by_measurement |= not holds and not cond_missing
         missing += cond_missing
         used.update(cond_used)
         if not cond.get("gate"):
             strengths.append(strength)
     mean = sum(strengths) / len(strengths) if strengths else 0.0
-    return all_hold, (mean if all_hold else 0.0), missing, used
+    return all_hold, (mean if all_hold else 0.0), ([] if refuted_by_measurement else missing), used
 
 
 def trigger_metrics(triggers: list[dict]) -> list[str]:

@@ -15,6 +15,7 @@ to install into `analyzers/`). Front matter:
     backtest                   {question: ...}: replay the parent's rollouts under the patch first
     refutes                    negative evidence: changes known to hurt ({path: reward.terms, term: {...}})
     analyzer, provides, threshold_metric   harness skills: the analyzer file and the metrics it emits
+    outcomes                   harness skills: install when reflecting on these last outcomes (e.g. [mixed])
     evidence                   [{version, outcome, domain}]: where it was used and what happened
 
 Built-ins (the shipped `skills/`) and a workspace's own `skills/` load through
@@ -73,6 +74,7 @@ SKILL_SCHEMA = {
         "analyzer": {"type": "string", "pattern": "^[a-z_][a-z0-9_]*$"},
         "provides": {"type": "array", "items": {"type": "string"}},
         "threshold_metric": {"type": "string"},
+        "outcomes": {"type": "array", "items": {"enum": ["improvement", "regression", "mixed", "insufficient"]}},
         "evidence": {"type": ["array", "null"], "items": {"type": "object", "required": ["version", "outcome"]}},
     },
 }
@@ -96,6 +98,7 @@ class Skill:
     analyzer: str | None = None
     provides: list[str] = field(default_factory=list)
     threshold_metric: str | None = None
+    outcomes: list[str] = field(default_factory=list)
     evidence: list[dict] = field(default_factory=list)
     body: str = ""
     path: Path | None = None  # the SKILL.md
@@ -163,13 +166,23 @@ def _skills_in(folder: Path, source: str) -> dict[str, Skill]:
     return found
 
 
-def load_skills(root: str | Path | None = None, *, builtin: bool = True) -> list[Skill]:
-    """Built-in skills overlaid by `<root>/skills/` (same name: the workspace's wins), sorted by name."""
+def load_skills(where: str | Path | list | tuple | None = None, *, builtin: bool = True) -> list[Skill]:
+    """Load skills, sorted by name; a later folder overrides an earlier skill of the same name.
+
+    `load_skills(root)`: the built-ins overlaid by `<root>/skills/`.
+    `load_skills([dir_a, dir_b])`: exactly these skill folders, in order (the
+    built-in folder, `evo.resources.resource_dir("skills")`, counts as built-in).
+    """
+    shipped = resource_dir("skills")
+    if isinstance(where, (list, tuple)):
+        folders = [(Path(d), "builtin" if Path(d).resolve() == shipped.resolve() else "workspace") for d in where]
+    else:
+        folders = [(shipped, "builtin")] if builtin else []
+        if where is not None:
+            folders.append((Path(where) / "skills", "workspace"))
     skills: dict[str, Skill] = {}
-    if builtin:
-        skills.update(_skills_in(resource_dir("skills"), "builtin"))
-    if root is not None:
-        skills.update(_skills_in(Path(root) / "skills", "workspace"))
+    for folder, source in folders:
+        skills.update(_skills_in(folder, source))
     return [skills[n] for n in sorted(skills)]
 
 
@@ -183,8 +196,8 @@ def _evidence_block(entries: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str, outcome: str, domain: str) -> Path:
-    """Record that `skill_name` was used by `version` with `outcome` in `domain`; returns the SKILL.md written.
+def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str, outcome: str, domain: str) -> list[Path]:
+    """Record that `skill_name` was used by `version` with `outcome` in `domain`; returns the files it wrote.
 
     Rewrites only the `evidence:` block of the front matter (the rest of the file
     is left byte for byte). Recording the same version again replaces its entry,
@@ -194,11 +207,13 @@ def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str,
     """
     skills_dir = Path(skills_dir)
     target = skills_dir / skill_name / "SKILL.md"
+    written: list[Path] = []
     if not target.exists():
         shipped = resource_dir("skills") / skill_name
         if not (shipped / "SKILL.md").exists():
             raise AgentError(f"no skill named {skill_name!r} in {skills_dir} or the built-ins; check the manifest's skill field")
         shutil.copytree(shipped, skills_dir / skill_name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        written += sorted(p for p in (skills_dir / skill_name).rglob("*") if p.is_file() and p.name != "SKILL.md")
     text = target.read_text(encoding="utf-8")
     match = _FRONT_MATTER.match(text)
     if not match:
@@ -213,8 +228,10 @@ def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str,
     front = pattern.sub(lambda _: block, front, count=1) if pattern.search(front) else front + block
     new_text = "---\n" + front + "---\n" + text[match.end():]
     parse_skill_text(new_text, target, source="workspace")  # the rewrite must still load before it lands
-    target.write_text(new_text, encoding="utf-8")
-    return target
+    if new_text != text:
+        target.write_text(new_text, encoding="utf-8")
+        written.append(target)
+    return written
 
 
 def usage_table(skills: list[Skill]) -> list[dict[str, Any]]:

@@ -39,10 +39,12 @@ def analyze(ctx):
     names, inverse = np.unique(strata.astype(str), return_inverse=True)
     counts = np.bincount(inverse, minlength=len(names))  # (S,)
     rates = np.bincount(inverse, weights=truncated, minlength=len(names)) / counts  # (S,)
-    metrics = {f"behavior/truncated_frac/{name}": float(rate) for name, rate in zip(names, rates)}
     worst = int(np.argmax(rates))
-    metrics["behavior/truncated_frac_max_stratum"] = float(rates[worst])
-    metrics["behavior/truncated_frac_stratum_spread"] = float(rates.max() - rates.min())
+    # Per-stratum rates are the built-in truncation analyzer's; this adds what a trigger can compare.
+    metrics = {
+        "behavior/truncated_frac_max_stratum": float(rates[worst]),
+        "behavior/truncated_frac_stratum_spread": float(rates.max() - rates.min()),
+    }
     findings = []
     if rates[worst] > THRESHOLD:
         overall = float(truncated.mean())

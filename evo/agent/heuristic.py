@@ -1,0 +1,154 @@
+"""The heuristic trainer agent: offline, deterministic, evidence-driven.
+
+How it chooses (one call, one single-factor intervention):
+
+1. Policy candidates. Every policy skill that applies to the domain, whose
+   triggers all hold on the parent's diagnostic metrics and whose requirements
+   hold on the worktree's recipe, is applied to a copy of `recipe.yaml`. A
+   candidate is dropped when the patch changes nothing, when the resulting
+   recipe is invalid, when the same factor + change is refuted (memory's
+   negative evidence, pruned / regression versions in the lineage, a
+   negative-evidence skill), or when it is already on the path from v0.
+2. Ranking by evidence strength, highest first (ties by skill name):
+       strength = mean over evidence triggers of clip(|ln(value / threshold)|, 0, 2)
+                + 0.5 * severity weight of the strongest finding the skill answers
+                  (info 0.25, warning 0.5, critical 1.0)
+                + 0.5 * (wins - losses) / (uses + 1) from the skill's recorded evidence
+   Gate triggers ("length is ample") only decide whether a skill applies.
+3. When the evidence cannot choose — no policy candidate, or the last outcome
+   was `mixed` / `insufficient` and the harness has not been revised yet this
+   step — it revises the harness instead (see `evo.agent.revisions`). After a
+   harness revision (`ctx.harness_revised`), it proposes a policy candidate or
+   nothing; it never revises twice in one step.
+4. On a healthy diagnosis (no trigger fires, no evidence missing) it returns
+   None: no bottleneck shows, so no fix is proposed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evo.agent.base import AgentContext, Proposal, zero_usage
+from evo.agent.candidate import SEVERITY_WEIGHT, Blocklist, Candidate, evidence_text, expected_cost, recipe_text
+from evo.agent.conditions import apply_patch, check_requirement, eval_triggers
+from evo.agent.manifest import clear_manifest, normalize_manifest, write_manifest
+from evo.agent.recipe_diff import common_factor, covers, format_change, leaf_diff
+from evo.agent.revisions import harness_revision
+from evo.agent.skills import Skill, load_skills
+from evo.errors import AgentError, ConfigError
+from evo.recipe import get_path, normalize_recipe
+from evo.yamlio import parse_yaml
+
+UNSETTLED = ("mixed", "insufficient")
+
+
+def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict, text: str, block: Blocklist,
+                      notes: list[str], missing: dict[str, list[str]]) -> Candidate | None:
+    metrics = ctx.diagnosis.get("metrics") or {}
+    holds, strength, lacking, used = eval_triggers(skill.triggers, metrics)
+    if not holds:
+        for key in lacking:
+            missing.setdefault(key, []).append(skill.name)
+        return None
+    if not all(check_requirement(r, current) for r in skill.requires):
+        notes.append(f"{skill.name}: triggers hold but the recipe does not meet its requirements")
+        return None
+    try:
+        new_raw = apply_patch(raw, current, skill.patch, source=f"skill {skill.name}")
+        new = normalize_recipe(new_raw, source=f"recipe.yaml patched by {skill.name}")
+    except (AgentError, ConfigError) as exc:
+        notes.append(f"{skill.name}: patch skipped ({exc})")
+        return None
+    diff = leaf_diff(current, new)
+    if not diff:
+        notes.append(f"{skill.name}: already applied (the patch changes nothing)")
+        return None
+    touched = [op["path"] for op in skill.patch if any(covers(op["path"], d) for d in diff)]
+    factor = common_factor(touched) or common_factor(list(diff))
+    change = format_change(diff)
+    why = block.why_blocked(factor, change, current, new)
+    if why:
+        notes.append(f"{skill.name}: skipped `{change}` — {why}")
+        return None
+
+    findings = {f.get("id"): f for f in ctx.diagnosis.get("findings") or []}
+    cited = [findings[i] for i in skill.findings if i in findings]
+    severity = max((SEVERITY_WEIGHT.get(f.get("severity"), 0.0) for f in cited), default=0.0)
+    record = skill.record()
+    strength += 0.5 * severity + 0.5 * (record["wins"] - record["losses"]) / (record["uses"] + 1)
+
+    before_value = get_path(current, factor)
+    after_value = get_path(new, factor)
+    manifest = {
+        "kind": "policy",
+        "factor": factor,
+        "change": change,
+        "change_from": before_value,
+        "change_to": after_value,
+        "hypothesis": f"{skill.hypothesis} Evidence: {evidence_text(used, skill.triggers, cited)}.".strip(),
+        "evidence": {"findings": [f["id"] for f in cited], "metrics": used},
+        "predicted_effect": skill.predicted_effect or f"the metrics that triggered {skill.name} move back past their thresholds",
+        "expected_cost": expected_cost(current, new),
+        "skill": skill.name,
+    }
+    if factor.startswith(("reward", "filters")):
+        manifest["backtest"] = {
+            "change": {p: get_path(new, p) for p in sorted(set(touched))},
+            "question": (skill.backtest or {}).get("question", "groups and trajectories affected on the parent's rollouts"),
+        }
+    return Candidate(manifest, {"recipe.yaml": recipe_text(new_raw, text)}, strength,
+                     f"{skill.name}: strength {strength:.3f}")
+
+
+class HeuristicAgent:
+    """Matches skills' triggers against the diagnosis; see the module docstring for the rules."""
+
+    name = "heuristic"
+
+    def __init__(self, settings: dict):
+        self.settings = settings
+        self.last_usage = zero_usage()
+        self.last_notes: list[str] = []
+
+    def propose(self, ctx: AgentContext) -> Proposal | None:
+        worktree = Path(ctx.worktree)
+        clear_manifest(worktree)
+        text = (worktree / "recipe.yaml").read_text(encoding="utf-8")
+        raw = parse_yaml(text, source=str(worktree / "recipe.yaml"))
+        current = normalize_recipe(raw)
+        skills = ctx.skills or load_skills(ctx.root)
+        block = Blocklist.from_context(ctx)
+        notes: list[str] = []
+        missing: dict[str, list[str]] = {}
+
+        candidates = []
+        for skill in skills:
+            if skill.kind == "policy" and skill.patch and skill.applies_to(ctx.domain):
+                cand = _policy_candidate(skill, ctx, raw, current, text, block, notes, missing)
+                if cand:
+                    candidates.append(cand)
+        candidates.sort(key=lambda c: (-c.strength, c.manifest["skill"]))
+        notes += [f"candidate {c.reason}" for c in candidates]
+
+        outcome = (ctx.last_outcome or {}).get("outcome")
+        must_reflect = outcome in UNSETTLED and not ctx.harness_revised
+        chosen = None
+        if candidates and not must_reflect:
+            chosen = candidates[0]
+        elif not ctx.harness_revised:
+            chosen = harness_revision(ctx, raw, current, text, skills, missing, block, outcome, notes)
+            if chosen is None and candidates:
+                notes.append("no harness revision applies; falling back to the strongest policy candidate")
+                chosen = candidates[0]
+        self.last_notes = notes
+        if chosen is None:
+            notes.append("no trigger fires and no evidence is missing: nothing to propose")
+            return None
+        for rel, new_text in chosen.writes.items():
+            path = worktree / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(new_text, encoding="utf-8")
+        manifest = normalize_manifest(chosen.manifest, source=f"heuristic manifest ({chosen.reason})")
+        write_manifest(worktree, manifest)
+        notes.append(f"chose {chosen.reason}")
+        return Proposal(manifest=manifest, usage=zero_usage(), notes=notes)
