@@ -1,0 +1,136 @@
+"""Audit: leakage — forbidden actions, or the answer arriving from a non-policy source.
+
+Two checks over training rollouts and validation responses:
+
+1. *Signatures*: regexes (RE2 syntax) over `tools`, `transcript` and
+   `completion`. Built-in per domain (DOMAIN_SIGNATURES: swe reads of git
+   history — `git log/show/diff/blame/reflog`, reading `.git/`), plus every
+   regex in settings `audits.leakage_signatures`.
+2. *Answer from the environment*: in a correct multi-turn trajectory, the
+   final answer (at least MIN_ANSWER_CHARS long) already appears in an
+   observation (a non-assistant turn after the prompt) before the policy first
+   states it. Transcripts are JSON, so this check parses them one by one; it
+   looks at up to MAX_ANSWER_CHECKS correct trajectories per table (spread
+   evenly) and says how many it checked.
+
+Any hit (at least VETO_MIN_HITS rows) vetoes the version, citing the rows:
+a leaked score is not evidence about the policy (paper D.2: a 48.80 BC% Git-leak
+result was 31.04 BC% once git history was removed).
+"""
+
+import json
+
+import numpy as np
+
+from evo.harness import kit
+
+LAYER = "behavior"
+AUDIT = True
+NAME = "leakage"
+DOMAIN_SIGNATURES = {
+    "swe": [
+        r"\bgit\s+(log|show|diff|blame|reflog|rev-list|cat-file)\b",
+        r"(^|[\s/'\"=:])\.git/",
+    ],
+}
+TEXT_COLUMNS = ("tools", "transcript", "completion")
+POLICY_ROLES = ("assistant",)
+MIN_ANSWER_CHARS = 4
+MAX_ANSWER_CHECKS = 5000
+VETO_MIN_HITS = 1
+
+
+def _signatures(ctx):
+    patterns = list(DOMAIN_SIGNATURES.get(ctx.domain, []))
+    patterns += [str(p) for p in ctx.setting("audits.leakage_signatures", []) or []]
+    return patterns
+
+
+def _signature_hits(table, patterns):
+    import pyarrow as pa
+
+    hits = np.zeros(table.num_rows, dtype=bool)
+    per_pattern = {}
+    for pattern in patterns:
+        try:
+            mask = kit.regex_mask(table, TEXT_COLUMNS, pattern)
+        except pa.ArrowInvalid as exc:
+            raise ValueError(f"leakage signature {pattern!r} is not a valid RE2 regex ({str(exc).splitlines()[0]}); fix audits.leakage_signatures") from None
+        if mask.any():
+            per_pattern[pattern] = int(mask.sum())
+        hits |= mask
+    return hits, per_pattern
+
+
+def _answer_from_environment(transcript, answer):
+    try:
+        turns = json.loads(transcript)
+    except (json.JSONDecodeError, TypeError):
+        return False
+    if not isinstance(turns, list):
+        return False
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            continue
+        content = str(turn.get("content", ""))
+        if turn.get("role") in POLICY_ROLES:
+            if answer in content:
+                return False  # the policy said it first
+        elif i > 0 and answer in content:
+            return True
+    return False
+
+
+def _answer_leaks(table, correct):
+    if not (kit.has(table, "transcript") and kit.has(table, "answer")):
+        return np.zeros(table.num_rows, dtype=bool), 0
+    import pyarrow.compute as pc
+
+    answer_len = pc.utf8_length(pc.fill_null(table.column("answer"), "")).to_numpy(zero_copy_only=False)
+    has_transcript = pc.utf8_length(pc.fill_null(table.column("transcript"), "")).to_numpy(zero_copy_only=False) > 0
+    candidates = np.flatnonzero(correct & has_transcript & (answer_len >= MIN_ANSWER_CHARS))
+    if len(candidates) > MAX_ANSWER_CHECKS:
+        candidates = candidates[np.linspace(0, len(candidates) - 1, MAX_ANSWER_CHECKS).astype(np.int64)]
+    leaks = np.zeros(table.num_rows, dtype=bool)
+    if len(candidates) == 0:
+        return leaks, 0
+    transcripts = table.column("transcript").take(candidates).to_pylist()
+    answers = table.column("answer").take(candidates).to_pylist()
+    for row, transcript, answer in zip(candidates, transcripts, answers):  # bounded by MAX_ANSWER_CHECKS
+        leaks[row] = _answer_from_environment(transcript, answer)
+    return leaks, len(candidates)
+
+
+def analyze(ctx):
+    patterns = _signatures(ctx)
+    metrics, findings, vetoes = {}, [], []
+    sources = (
+        (ctx.rollouts, "behavior/", "traj_id", "training", "reward/correctness", "reward"),
+        (ctx.eval, "behavior/eval_", "task_id", "validation", "score", "score"),
+    )
+    for table, prefix, ids_col, where, correct_col, fallback_col in sources:
+        if table is None or table.num_rows == 0:
+            continue
+        hits, per_pattern = _signature_hits(table, patterns) if patterns else (np.zeros(table.num_rows, bool), {})
+        if kit.has(table, correct_col):
+            correct = kit.col(table, correct_col, np.float64) >= 1.0 - 1e-9
+        else:
+            correct = kit.col(table, fallback_col, np.float64) > 0 if kit.has(table, fallback_col) else np.zeros(table.num_rows, bool)
+        leaks, checked = _answer_leaks(table, correct)
+        metrics[f"{prefix}leak_signature_hits"] = int(hits.sum())
+        metrics[f"{prefix}answer_leak_count"] = int(leaks.sum())
+        bad = hits | leaks
+        if int(bad.sum()) < VETO_MIN_HITS:
+            continue
+        ids = kit.col(table, ids_col)
+        rows = kit.rows_where(ids, bad)
+        parts = []
+        if hits.any():
+            parts.append(f"{int(hits.sum())} match forbidden-action signatures ({', '.join(sorted(per_pattern))})")
+        if leaks.any():
+            parts.append(f"{int(leaks.sum())} of {checked} checked correct trajectories got the answer from the environment")
+        message = f"{int(bad.sum())} {where} trajectories leak: " + "; ".join(parts)
+        evidence = {"rows": rows, "signatures": per_pattern, "answer_leaks": int(leaks.sum()), "source": where}
+        findings.append(kit.finding("behavior.leakage", "critical", message, rows=rows, values=evidence))
+        vetoes.append({"audit": NAME, "message": message, "evidence": evidence})
+    return {"metrics": metrics, "findings": findings, "vetoes": vetoes}

@@ -1,0 +1,57 @@
+"""Behavior layer: truncation rate — responses that hit the token limit.
+
+Reported for validation (eval.parquet: `behavior/truncated_frac`, per stratum)
+and training rollouts (`behavior/train_truncated_frac`, recent steps, per
+stratum). Truncation turns correct-but-long reasoning into failures; when it
+concentrates in a hard stratum the fix is the token budget, not the reward.
+
+Findings:
+- behavior.truncation (warning): validation truncation, or recent training
+  truncation, at least TRUNC_WARN; names the worst stratum, cites the rows.
+"""
+
+import numpy as np
+
+from evo.harness import kit
+
+LAYER = "behavior"
+TRUNC_WARN = 0.10
+
+
+def _rates(table, prefix, metrics):
+    truncated = kit.col(table, "truncated", bool)
+    metrics[prefix] = kit.frac(truncated)
+    per = {}
+    if kit.has(table, "stratum"):
+        per = kit.by_stratum(kit.col(table, "stratum").astype(str), truncated)
+        for stratum, value in per.items():
+            metrics[kit.metric_key(prefix, stratum)] = value
+    return truncated, per
+
+
+def analyze(ctx):
+    metrics, findings = {}, []
+    worst_source = None
+    if kit.has(ctx.eval, "truncated") and ctx.eval.num_rows:
+        truncated, per = _rates(ctx.eval, "behavior/truncated_frac", metrics)
+        if metrics["behavior/truncated_frac"] >= TRUNC_WARN:
+            worst_source = ("validation responses", metrics["behavior/truncated_frac"], per, kit.col(ctx.eval, "task_id"), truncated)
+    table = ctx.rollouts
+    if kit.has(table, "truncated") and table.num_rows:
+        truncated, per = _rates(table, "behavior/train_truncated_frac", metrics)
+        g = kit.groups(ctx)
+        recent_rows = g.broadcast(g.recent()) if g is not None else np.ones(table.num_rows, bool)
+        metrics["behavior/train_truncated_frac_recent"] = kit.frac(truncated[recent_rows])
+        if worst_source is None and metrics["behavior/train_truncated_frac_recent"] >= TRUNC_WARN:
+            worst_source = ("recent training rollouts", metrics["behavior/train_truncated_frac_recent"], per,
+                            kit.col(table, "traj_id"), truncated & recent_rows)
+    if worst_source:
+        what, rate, per, ids, mask = worst_source
+        detail = ""
+        if per:
+            stratum = max(per, key=per.get)
+            detail = f" ({stratum} stratum: {per[stratum]:.0%})" if len(per) > 1 else ""
+        findings.append(kit.finding(
+            "behavior.truncation", "warning", f"{rate:.0%} of {what} hit the token limit{detail}",
+            rows=kit.rows_where(ids, mask), values={"truncated_frac": rate, "per_stratum": per}))
+    return {"metrics": metrics, "findings": findings}

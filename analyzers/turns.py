@@ -1,0 +1,51 @@
+"""Behavior layer: turn-count distribution of multi-turn episodes.
+
+Mean, p50/p90, max, the share of one-turn episodes and of episodes that hit
+the turn limit (`finish_reason == "max_turns"`), for training (overall and
+recent steps) and validation. Single-turn domains report nothing.
+
+Findings:
+- behavior.max_turns_hit (warning): at least MAX_TURNS_WARN of recent training
+  (or validation) episodes end at the turn limit.
+"""
+
+import numpy as np
+
+from evo.harness import kit
+
+LAYER = "behavior"
+MAX_TURNS_WARN = 0.25
+
+
+def analyze(ctx):
+    if not kit.is_multi_turn(ctx):
+        return kit.empty()
+    metrics, findings = {}, []
+    for table, prefix, ids_col in ((ctx.rollouts, "behavior/", "traj_id"), (ctx.eval, "behavior/eval_", "task_id")):
+        if not kit.has(table, "turns") or table.num_rows == 0:
+            continue
+        turns = kit.col(table, "turns", np.int64)
+        at_limit = kit.col(table, "finish_reason").astype(str) == "max_turns" if kit.has(table, "finish_reason") else np.zeros(len(turns), bool)
+        scope = np.ones(len(turns), bool)
+        if prefix == "behavior/":
+            g = kit.groups(ctx)
+            if g is not None:
+                scope = g.broadcast(g.recent())
+                metrics["behavior/turns_mean_recent"] = float(turns[scope].mean())
+        q = kit.percentiles(turns, (50, 90))
+        metrics.update({
+            f"{prefix}turns_mean": float(turns.mean()),
+            f"{prefix}turns_p50": q[50],
+            f"{prefix}turns_p90": q[90],
+            f"{prefix}turns_max": int(turns.max()),
+            f"{prefix}one_turn_frac": kit.frac(turns <= 1),
+            f"{prefix}max_turns_frac": kit.frac(at_limit),
+        })
+        rate = kit.frac(at_limit[scope])
+        if rate >= MAX_TURNS_WARN and not findings:
+            where = "recent training" if prefix == "behavior/" else "validation"
+            findings.append(kit.finding(
+                "behavior.max_turns_hit", "warning",
+                f"{rate:.0%} of {where} episodes end at the turn limit (mean {turns[scope].mean():.1f} turns)",
+                rows=kit.rows_where(kit.col(table, ids_col), at_limit & scope), values={"max_turns_frac": rate}))
+    return {"metrics": metrics, "findings": findings}

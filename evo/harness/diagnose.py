@@ -1,0 +1,121 @@
+"""Run the harness over one run's artifacts and write diagnosis.json + diagnosis.md.
+
+The analyzers in effect are the built-ins followed by each folder in
+`analyzer_dirs` (a workspace's `analyzers/`); a later file with the same name
+overrides an earlier one. Analyzer failures are findings, never exceptions;
+only a missing run folder or an unreadable artifact stops a diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+from evo.errors import HarnessError
+from evo.harness import digest, loader
+from evo.harness.context import DIAGNOSIS_FILE, AnalyzerContext, RunArtifacts
+from evo.resources import resource_dir
+from evo.schemas import validate
+
+DIGEST_FILE = "diagnosis.md"
+
+
+def _lineage_list(lineage) -> list:
+    """Accept a list of events or a {version: [events]} mapping."""
+    if lineage is None:
+        return []
+    if isinstance(lineage, dict):
+        return [e for events in lineage.values() for e in (events if isinstance(events, list) else [events])]
+    return list(lineage)
+
+
+def analyzer_files(analyzer_dirs: Iterable[str | Path] | None = None) -> list[loader.AnalyzerFile]:
+    """The analyzers a diagnosis runs: `analyzer_dirs` in order (later names override), or the built-ins.
+
+    A workspace passes `[resource_dir("analyzers"), <workspace>/analyzers]`.
+    """
+    dirs = [resource_dir("analyzers")] if analyzer_dirs is None else [Path(d) for d in analyzer_dirs]
+    return loader.discover(dirs)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, analyzer_dirs=None, settings=None,
+             changed_paths=(), declared_harness_revision=False, lineage=None, version="", out_dir=None) -> dict:
+    """Diagnose the run in `run_dir`; write diagnosis.json and diagnosis.md to `out_dir` (default: `run_dir`).
+
+    `analyzer_dirs`: folders of analyzers in order, a later file overriding an earlier one
+    of the same name (default: the built-ins only). Returns the diagnosis dict.
+    """
+    files = analyzer_files(analyzer_dirs)
+    if not files:
+        raise HarnessError(f"no analyzers found in {', '.join(map(str, analyzer_dirs or [])) or 'the built-ins'}; "
+                           "pass folders holding analyzer .py files")
+    ctx = AnalyzerContext(
+        run=RunArtifacts(run_dir),
+        recipe=recipe or {},
+        parent=RunArtifacts(parent_run_dir) if parent_run_dir else None,
+        promoted=RunArtifacts(promoted_run_dir) if promoted_run_dir else None,
+        lineage=_lineage_list(lineage),
+        settings=settings or {},
+        changed_paths=tuple(str(p) for p in changed_paths or ()),
+        declared_harness_revision=bool(declared_harness_revision),
+        version=version or "",
+    )
+    results = loader.run_all(files, ctx)
+    diag = assemble(results, files, ctx)
+    validate(diag, "diagnosis", source=DIAGNOSIS_FILE, error_cls=HarnessError)
+    out = Path(out_dir) if out_dir is not None else ctx.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    _write_atomic(out / DIAGNOSIS_FILE, json.dumps(diag, indent=2) + "\n")
+    _write_atomic(out / DIGEST_FILE, digest.markdown(diag))
+    return diag
+
+
+def _shown(path: Path, ctx: AnalyzerContext) -> str:
+    """A path short enough for a one-line message: analyzers/<file> for any analyzer folder."""
+    return f"{path.parent.name}/{path.name}"
+
+
+def assemble(results: list[loader.AnalyzerResult], files: list[loader.AnalyzerFile], ctx: AnalyzerContext) -> dict:
+    """Merge analyzer results into the diagnosis dict (format: docs/contracts.md)."""
+    metrics: dict = {}
+    findings: list = []
+    vetoes: list = []
+    ran, failed = [], []
+    for r in results:
+        if r.status == "error":
+            findings.append(loader.error_finding(r, _shown(r.path, ctx)))
+            if r.audit:
+                failed.append(r.name)
+            continue
+        clash = sorted(set(metrics) & set(r.metrics))
+        if clash:
+            r.note = ((r.note + "; ") if r.note else "") + f"overrode metrics also set by an earlier analyzer: {', '.join(clash[:5])}"
+        metrics.update(r.metrics)
+        findings.extend({**f, "analyzer": r.name} for f in r.findings)
+        if r.audit:
+            ran.append(r.name)
+            vetoes.extend(r.vetoes)
+        elif r.vetoes:
+            findings.append(loader.finding(
+                "harness.veto_ignored", "warning",
+                f"{_shown(r.path, ctx)}: returned vetoes but is not an audit (set AUDIT = True in an analyzers/audit_*.py file)",
+                layer="version", values={"analyzer": r.name, "vetoes": len(r.vetoes)}))
+    counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("critical", "warning", "info")}
+    return {
+        "version": ctx.version,
+        "harness_version": loader.harness_version(files),
+        "run_dir": str(ctx.run_dir),
+        "metrics": dict(sorted(metrics.items())),
+        "counts": counts,
+        "findings": digest.sorted_findings({"findings": findings}),
+        "analyzers": [r.record() for r in results],
+        "audits": {"vetoed": bool(vetoes), "vetoes": vetoes, "ran": sorted(ran), "failed": sorted(failed)},
+    }

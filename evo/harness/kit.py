@@ -1,0 +1,260 @@
+"""Helpers for analyzer authors: columns as numpy, group reductions, findings.
+
+Analyzers (built-in or a workspace's own) import this module:
+
+    from evo.harness import kit
+    g = kit.groups(ctx)                      # (step, group) index over ctx.rollouts, cached
+    spread = g.std(kit.col(ctx.rollouts, "reward"))   # (groups,)
+    return {"metrics": {...}, "findings": [kit.finding("signal.x", "warning", "...", rows=[...])]}
+
+Everything here is vectorised over columns (numpy / pyarrow.compute); results
+shared by several analyzers (the group index, n-gram statistics) are cached in
+`ctx.cache` for the duration of one diagnosis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from evo.harness.ngrams import NgramStats, ngram_stats
+
+LAYERS = ("score", "signal", "behavior", "version")
+SEVERITIES = ("info", "warning", "critical")
+MAX_EVIDENCE_ROWS = 50  # rows cited per finding; the finding's values carry the full counts
+
+
+def finding(id: str, severity: str, message: str, *, rows: Iterable = (), values: dict | None = None, layer: str | None = None) -> dict:
+    """Build a finding dict in the diagnosis format (layer defaults to the id's prefix)."""
+    layer = layer or id.split(".", 1)[0]
+    return {
+        "id": id,
+        "layer": layer,
+        "severity": severity,
+        "message": message,
+        "evidence": {"rows": [str(r) for r in list(rows)[:MAX_EVIDENCE_ROWS]], "values": dict(values or {})},
+    }
+
+
+def has(table, name: str) -> bool:
+    return table is not None and name in table.column_names
+
+
+def col(table, name: str, dtype=None) -> np.ndarray:
+    """Column `name` as a numpy array (nulls become 0 / False / "")."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = table.column(name)
+    if column.null_count:
+        t = column.type
+        fill = "" if pa.types.is_string(t) or pa.types.is_large_string(t) else (False if pa.types.is_boolean(t) else 0)
+        column = pc.fill_null(column, fill)
+    arr = column.to_numpy()
+    return arr.astype(dtype) if dtype is not None else arr
+
+
+def components(table) -> list[str]:
+    """Reward component names stored as `reward/<component>` columns."""
+    if table is None:
+        return []
+    return [c.split("/", 1)[1] for c in table.column_names if c.startswith("reward/")]
+
+
+def rows_where(ids: np.ndarray, mask: np.ndarray, limit: int = MAX_EVIDENCE_ROWS) -> list[str]:
+    """The first `limit` ids where `mask` holds (evidence rows for a finding)."""
+    return [str(x) for x in ids[np.flatnonzero(mask)[:limit]]]
+
+
+def frac(mask: np.ndarray) -> float:
+    return float(mask.mean()) if len(mask) else 0.0
+
+
+def percentiles(values: np.ndarray, qs=(50, 90, 99)) -> dict[int, float]:
+    if len(values) == 0:
+        return {}
+    return {q: float(v) for q, v in zip(qs, np.percentile(values, qs))}
+
+
+def by_stratum(strata: np.ndarray, values: np.ndarray) -> dict[str, float]:
+    """Mean of `values` per stratum label (one pass: np.unique + bincount)."""
+    if len(values) == 0:
+        return {}
+    labels, inverse = np.unique(strata, return_inverse=True)
+    sums = np.bincount(inverse, weights=values.astype(np.float64), minlength=len(labels))
+    counts = np.bincount(inverse, minlength=len(labels))
+    return {str(label): float(s / c) for label, s, c in zip(labels, sums, counts)}
+
+
+def metric_key(*parts: str) -> str:
+    """Join key parts, replacing characters that would break a namespaced key."""
+    return "/".join(str(p).replace("/", "_").replace(" ", "_") if i else str(p) for i, p in enumerate(parts))
+
+
+@dataclass
+class GroupIndex:
+    """Rows of a rollouts table grouped by (step, group), as sorted segments."""
+
+    order: np.ndarray  # (rows,) row indices sorted by group
+    starts: np.ndarray  # (groups,) segment start in `order`
+    sizes: np.ndarray  # (groups,)
+    gid: np.ndarray  # (rows,) group number of each row (in table order)
+    step: np.ndarray  # (groups,) training step of each group
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.starts)
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(values[self.order].astype(np.float64), self.starts)  # (groups,)
+
+    def mean(self, values: np.ndarray) -> np.ndarray:
+        return self.sum(values) / self.sizes
+
+    def std(self, values: np.ndarray) -> np.ndarray:
+        """Population std within each group (two-pass, so exact zeros stay zero)."""
+        v = values[self.order].astype(np.float64)
+        mean = np.add.reduceat(v, self.starts) / self.sizes  # (groups,)
+        dev = v - np.repeat(mean, self.sizes)
+        return np.sqrt(np.add.reduceat(dev * dev, self.starts) / self.sizes)
+
+    def max(self, values: np.ndarray) -> np.ndarray:
+        return np.maximum.reduceat(values[self.order], self.starts)
+
+    def min(self, values: np.ndarray) -> np.ndarray:
+        return np.minimum.reduceat(values[self.order], self.starts)
+
+    def broadcast(self, per_group: np.ndarray) -> np.ndarray:
+        """Per-group values back onto rows, in table order."""
+        return per_group[self.gid]
+
+    def recent(self) -> np.ndarray:
+        """(groups,) bool: the group belongs to the last third of training steps."""
+        steps = np.unique(self.step)
+        cut = steps[len(steps) - max(1, int(np.ceil(len(steps) / 3)))]
+        return self.step >= cut
+
+
+def group_index(steps: np.ndarray, groups: np.ndarray) -> GroupIndex:
+    key = steps.astype(np.int64) * (int(groups.max(initial=0)) + 1) + groups.astype(np.int64)  # (rows,)
+    order = np.argsort(key, kind="stable")  # near-linear when the file is already in step order
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_key[1:] != sorted_key[:-1]))) if len(key) else np.zeros(0, np.int64)
+    sizes = np.diff(np.append(starts, len(key)))
+    gid = np.empty(len(key), dtype=np.int64)
+    gid[order] = np.repeat(np.arange(len(starts)), sizes)
+    return GroupIndex(order, starts, sizes, gid, steps[order][starts].astype(np.int64) if len(key) else np.zeros(0, np.int64))
+
+
+def groups(ctx) -> GroupIndex | None:
+    """The (step, group) index of `ctx.rollouts`, computed once per diagnosis (None without rollouts)."""
+    table = ctx.rollouts
+    if table is None or table.num_rows == 0:
+        return None
+    if "groups" not in ctx.cache:
+        ctx.cache["groups"] = group_index(col(table, "step"), col(table, "group"))
+    return ctx.cache["groups"]
+
+
+def ngrams(ctx, n: int = 4) -> NgramStats | None:
+    """N-gram repetition of every rollout's `completion_tokens`, computed once per diagnosis."""
+    table = ctx.rollouts
+    if not has(table, "completion_tokens"):
+        return None
+    key = f"ngrams/{n}"
+    if key not in ctx.cache:
+        ctx.cache[key] = ngram_stats(table.column("completion_tokens"), n)
+    return ctx.cache[key]
+
+
+def list_contains(table, name: str, values: Iterable[str]) -> np.ndarray:
+    """(rows,) bool: the list<string> column holds any of `values`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = table.column(name)
+    parents = pc.list_parent_indices(column).to_numpy()  # (items,) row of each list item
+    hit = pc.is_in(pc.list_flatten(column), value_set=pa.array(list(values), type=pa.string())).to_numpy(zero_copy_only=False)
+    out = np.zeros(table.num_rows, dtype=bool)
+    out[parents[hit]] = True
+    return out
+
+
+def regex_mask(table, names: Iterable[str], pattern: str) -> np.ndarray:
+    """(rows,) bool: `pattern` (RE2 syntax) matches any of the named text or list<string> columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = np.zeros(table.num_rows, dtype=bool)
+    for name in names:
+        if not has(table, name):
+            continue
+        column = table.column(name)
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            column = pc.binary_join(column, "\n")
+        out |= pc.fill_null(pc.match_substring_regex(column, pattern), False).to_numpy(zero_copy_only=False)
+    return out
+
+
+def is_multi_turn(ctx) -> bool:
+    """Whether the domain runs episodes of several turns (recipe option, or observed turns > 1)."""
+    options = ((ctx.recipe or {}).get("domain") or {}).get("options") or {}
+    if int(options.get("max_turns", 1) or 1) > 1 or ctx.domain in ("swe", "sandbox"):
+        return True
+    for table in (ctx.rollouts, ctx.eval):
+        if has(table, "turns") and table.num_rows and int(np.max(col(table, "turns"))) > 1:
+            return True
+    return False
+
+
+def thirds(metrics: list[dict], key: str) -> tuple[float, float] | None:
+    """Mean of `key` over the first and the last third of logged steps (None if < 3 values)."""
+    values = np.array([m[key] for m in metrics if isinstance(m.get(key), (int, float)) and np.isfinite(m[key])], dtype=np.float64)
+    if len(values) < 3:
+        return None
+    third = max(1, len(values) // 3)
+    return float(values[:third].mean()), float(values[-third:].mean())
+
+
+def trend(ctx, metrics_key: str, rollout_column: str | None = None) -> tuple[float, float] | None:
+    """(first third, last third) of a logged metric; falls back to per-step means of a rollout column."""
+    pair = thirds(ctx.metrics, metrics_key)
+    table = ctx.rollouts
+    if pair is None and rollout_column and has(table, rollout_column) and has(table, "step") and table.num_rows:
+        steps = col(table, "step").astype(np.int64)
+        sums = np.bincount(steps, weights=col(table, rollout_column, np.float64))
+        counts = np.bincount(steps)
+        present = counts > 0
+        pair = thirds([{"v": float(v)} for v in sums[present] / counts[present]], "v")
+    return pair
+
+
+def glob_match(path: str, pattern: str) -> bool:
+    """Match a repository path against a glob where `*` stays within a folder and `**` crosses folders."""
+    import re
+
+    regex = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            regex += "(?:.*/)?"
+            i += 3
+        elif pattern.startswith("**", i):
+            regex += ".*"
+            i += 2
+        elif pattern[i] == "*":
+            regex += "[^/]*"
+            i += 1
+        elif pattern[i] == "?":
+            regex += "[^/]"
+            i += 1
+        else:
+            regex += re.escape(pattern[i])
+            i += 1
+    return re.fullmatch(regex, path[2:] if path.startswith("./") else path) is not None
+
+
+def empty() -> dict[str, Any]:
+    return {"metrics": {}, "findings": []}

@@ -1,0 +1,270 @@
+"""Find, load and run analyzers: Python files exposing `LAYER` and `analyze(ctx)`.
+
+Built-ins (`evo.resources.resource_dir("analyzers")`) and a workspace's own
+`analyzers/` go through this same loader; a later folder's file with the same
+filename replaces an earlier one, which is how a workspace overrides a
+built-in. Files are loaded by path and never registered in `sys.modules`, so
+two workspaces' `truncation.py` cannot shadow each other.
+
+An analyzer is code the trainer agent may have just written, so nothing it does
+may stop a diagnosis: import errors, exceptions and malformed results become a
+`harness.analyzer_error` finding naming the file and the error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterable
+
+from evo.harness.kit import LAYERS, MAX_EVIDENCE_ROWS, SEVERITIES, finding
+
+LAYER_ORDER = {layer: i for i, layer in enumerate(LAYERS)}
+
+
+@dataclass
+class AnalyzerFile:
+    """One resolved analyzer file (after workspace overrides)."""
+
+    name: str  # filename stem, the override key
+    path: Path
+    overrides: Path | None = None  # the built-in this file replaced, if any
+
+
+@dataclass
+class AnalyzerResult:
+    name: str
+    path: Path
+    layer: str = ""
+    audit: bool = False
+    status: str = "ok"  # ok | error
+    error: str | None = None
+    seconds: float = 0.0
+    metrics: dict = field(default_factory=dict)
+    findings: list = field(default_factory=list)
+    vetoes: list = field(default_factory=list)
+    note: str | None = None
+
+    def record(self) -> dict:
+        """The `analyzers[]` entry of diagnosis.json."""
+        out = {"name": self.name, "layer": self.layer, "status": self.status, "error": self.error,
+               "audit": self.audit, "path": str(self.path), "seconds": round(self.seconds, 4)}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def discover(dirs: Iterable[str | Path]) -> list[AnalyzerFile]:
+    """Resolve `*.py` files across `dirs` in order; later folders override earlier ones by filename."""
+    found: dict[str, AnalyzerFile] = {}
+    seen: set[Path] = set()
+    for d in dirs:
+        d = Path(d).resolve()
+        if d in seen or not d.is_dir():
+            continue  # a workspace without its own analyzers/ simply adds nothing
+        seen.add(d)
+        for path in sorted(d.glob("*.py")):
+            if path.name.startswith("_"):
+                continue  # __init__.py, private helpers
+            previous = found.get(path.stem)
+            found[path.stem] = AnalyzerFile(path.stem, path.resolve(), previous.path if previous else None)
+    return sorted(found.values(), key=lambda f: f.name)
+
+
+def harness_version(files: Iterable[AnalyzerFile]) -> str:
+    """sha256 (12 hex) over the names and contents of the analyzers in effect."""
+    digest = hashlib.sha256()
+    for f in sorted(files, key=lambda f: f.name):
+        digest.update(f.name.encode() + b"\0")
+        digest.update(f.path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def load_module(f: AnalyzerFile) -> ModuleType:
+    """Execute the file as an anonymous module (not placed in sys.modules)."""
+    tag = hashlib.sha1(str(f.path).encode()).hexdigest()[:8]
+    spec = importlib.util.spec_from_file_location(f"evo_analyzer_{tag}_{f.name}", f.path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {f.path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _describe(exc: BaseException) -> str:
+    """`ValueError: msg (at line N)` — one line naming where in the analyzer file it failed."""
+    line = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename and "evo_analyzer" not in frame.filename:
+            line = f" ({Path(frame.filename).name}:{frame.lineno})"
+            break
+    msg = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {msg}{line}" if msg else f"{type(exc).__name__}{line}"
+
+
+class BadResult(Exception):
+    """An analyzer returned something that is not the documented result shape."""
+
+
+def _check_metrics(metrics: Any, result: AnalyzerResult) -> dict:
+    if not isinstance(metrics, dict):
+        raise BadResult(f"'metrics' must be a dict of key -> number, got {type(metrics).__name__}")
+    out, dropped = {}, []
+    for key, value in metrics.items():
+        if not isinstance(key, str) or key.split("/", 1)[0] not in LAYERS or "/" not in key:
+            raise BadResult(f"metric key {key!r} is not namespaced by a layer (score/, signal/, behavior/, version/)")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+            raise BadResult(f"metric {key!r} has non-numeric value {value!r}")
+        is_int = isinstance(value, int) or getattr(getattr(value, "dtype", None), "kind", "") in ("i", "u")
+        number = float(value)
+        if not math.isfinite(number):
+            dropped.append(key)
+            continue
+        out[key] = int(value) if is_int else number
+    if dropped:
+        result.note = f"dropped non-finite metrics: {', '.join(sorted(dropped))}"
+    return out
+
+
+def _check_finding(item: Any, default_layer: str) -> dict:
+    if not isinstance(item, dict):
+        raise BadResult(f"a finding must be a dict, got {type(item).__name__}")
+    for key in ("id", "severity", "message"):
+        if not isinstance(item.get(key), str) or not item.get(key):
+            raise BadResult(f"finding {item.get('id', '?')!r}: {key!r} must be a non-empty string")
+    if item["severity"] not in SEVERITIES:
+        raise BadResult(f"finding {item['id']!r}: severity {item['severity']!r} is not one of {', '.join(SEVERITIES)}")
+    layer = item.get("layer") or default_layer
+    if layer not in LAYERS:
+        raise BadResult(f"finding {item['id']!r}: layer {layer!r} is not one of {', '.join(LAYERS)}")
+    evidence = item.get("evidence") or {}
+    if not isinstance(evidence, dict):
+        raise BadResult(f"finding {item['id']!r}: evidence must be a dict with 'rows' and 'values'")
+    rows = evidence.get("rows") or []
+    values = evidence.get("values") or {}
+    if not isinstance(rows, (list, tuple)) or not isinstance(values, dict):
+        raise BadResult(f"finding {item['id']!r}: evidence.rows must be a list and evidence.values a dict")
+    return {"id": item["id"], "layer": layer, "severity": item["severity"], "message": item["message"].strip().splitlines()[0],
+            "evidence": {"rows": [str(r) for r in list(rows)[:MAX_EVIDENCE_ROWS]], "values": _jsonable(values)}}
+
+
+def _check_veto(item: Any, audit_name: str) -> dict:
+    if not isinstance(item, dict) or not isinstance(item.get("message"), str):
+        raise BadResult("a veto must be a dict with a 'message' string and optional 'evidence'")
+    evidence = item.get("evidence") or {}
+    if not isinstance(evidence, dict):
+        raise BadResult("veto evidence must be a dict")
+    return {"audit": str(item.get("audit") or audit_name), "message": item["message"], "evidence": _jsonable(evidence)}
+
+
+def _jsonable(value: Any) -> Any:
+    """Numpy scalars and arrays into plain JSON types (analyzers often return them)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def run_analyzer(f: AnalyzerFile, ctx) -> AnalyzerResult:
+    """Load and run one analyzer; every failure is captured in the result, never raised."""
+    result = AnalyzerResult(f.name, f.path)
+    start = time.perf_counter()
+    try:
+        module = load_module(f)
+        layer = getattr(module, "LAYER", None)
+        if layer not in LAYERS:
+            raise BadResult(f"module-level LAYER must be one of {', '.join(LAYERS)}, got {layer!r}")
+        result.layer = layer
+        result.audit = bool(getattr(module, "AUDIT", False))
+        result.name = str(getattr(module, "NAME", f.name))
+        if not callable(getattr(module, "analyze", None)):
+            raise BadResult("no analyze(ctx) function")
+        out = module.analyze(ctx)
+        if not isinstance(out, dict):
+            raise BadResult(f"analyze(ctx) must return a dict with 'metrics' and 'findings', got {type(out).__name__}")
+        unknown = set(out) - {"metrics", "findings", "vetoes", "note"}
+        if unknown:
+            raise BadResult(f"unknown result keys {sorted(unknown)}; use metrics, findings, vetoes")
+        result.metrics = _check_metrics(out.get("metrics") or {}, result)
+        findings = out.get("findings") or []
+        if not isinstance(findings, list):
+            raise BadResult("'findings' must be a list")
+        result.findings = [_check_finding(x, layer) for x in findings]
+        vetoes = out.get("vetoes") or []
+        if not isinstance(vetoes, list):
+            raise BadResult("'vetoes' must be a list")
+        result.vetoes = [_check_veto(v, result.name) for v in vetoes]
+        if out.get("note"):
+            result.note = str(out["note"])
+    except BaseException as exc:  # noqa: BLE001 - an analyzer must never crash the step
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        result.status = "error"
+        result.error = str(exc) if isinstance(exc, BadResult) else _describe(exc)
+        result.metrics, result.findings, result.vetoes = {}, [], []
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def error_finding(result: AnalyzerResult, shown_path: str) -> dict:
+    what = "audit" if result.audit else "analyzer"
+    consequence = "; this audit could not clear the version" if result.audit else ""
+    return finding(
+        "harness.analyzer_error", "warning",
+        f"{shown_path}: {what} failed ({result.error}){consequence}; fix or remove the file",
+        layer=result.layer or "version", values={"analyzer": result.name, "path": str(result.path), "error": result.error},
+    )
+
+
+def run_order(results_meta: list[tuple[AnalyzerFile, str, bool]]) -> list[AnalyzerFile]:
+    """Score, signal, behavior, version analyzers first, audits last (audits may read earlier caches)."""
+    return [f for f, _, _ in sorted(results_meta, key=lambda t: (t[2], LAYER_ORDER.get(t[1], 99), t[0].name))]
+
+
+def peek_layer(f: AnalyzerFile) -> tuple[str, bool]:
+    """Cheap (layer, audit) guess from the source text, only for ordering runs."""
+    text = f.path.read_text(encoding="utf-8", errors="replace")
+    audit = "AUDIT = True" in text or "AUDIT=True" in text or f.name.startswith("audit_")
+    for layer in LAYERS:
+        if f'LAYER = "{layer}"' in text or f"LAYER = '{layer}'" in text:
+            return layer, audit
+    return "", audit
+
+
+def run_all(files: list[AnalyzerFile], ctx) -> list[AnalyzerResult]:
+    ordered = run_order([(f, *peek_layer(f)) for f in files])
+    return [run_analyzer(f, ctx) for f in ordered]
+
+
+def load_analyzers(dirs: Iterable[str | Path]) -> tuple[list[dict], list[dict]]:
+    """Import every analyzer in `dirs` without running it (for `evo validate` and CI).
+
+    Returns (analyzers, problems): [{name, path, layer, audit, overrides}] and
+    [{file, error}] for files that fail to import or break the contract.
+    """
+    analyzers, problems = [], []
+    for f in discover(dirs):
+        try:
+            module = load_module(f)
+            layer = getattr(module, "LAYER", None)
+            if layer not in LAYERS:
+                raise BadResult(f"module-level LAYER must be one of {', '.join(LAYERS)}, got {layer!r}")
+            if not callable(getattr(module, "analyze", None)):
+                raise BadResult("no analyze(ctx) function")
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            problems.append({"file": str(f.path), "error": str(exc) if isinstance(exc, BadResult) else _describe(exc)})
+            continue
+        analyzers.append({"name": str(getattr(module, "NAME", f.name)), "path": str(f.path), "layer": layer,
+                          "audit": bool(getattr(module, "AUDIT", False)), "overrides": str(f.overrides) if f.overrides else None})
+    return analyzers, problems
