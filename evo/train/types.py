@@ -34,6 +34,24 @@ class Policy(Protocol):
         seed: int | None = None,
     ) -> list[Generation]: ...
 
+    # The rollout driver works on token ids so multi-turn contexts are never re-tokenised.
+    def generate_ids(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> list[Generation]: ...
+
+    def encode_prompt(self, text: str) -> list[int]: ...  # first-turn prompt (chat template where enabled)
+
+    def encode_observation(self, text: str) -> list[int]: ...  # tokens appended after an action
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
 
 @dataclass
 class Trajectory:

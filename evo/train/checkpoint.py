@@ -1,0 +1,96 @@
+"""Resumable checkpoints: `save_pretrained` weights + optimizer, step and RNG state.
+
+Layout (docs/contracts.md): `checkpoint/` holds config.json, model.safetensors,
+tokenizer files, `trainer_state.safetensors` (optimizer tensors, torch RNG) and
+`trainer_state.json` (step, recipe hash, init checkpoint, finished flag, the
+optimizer's non-tensor state). A checkpoint is written to a side folder and
+swapped in by rename, so an interrupt while saving never leaves a half-written
+`checkpoint/`: the previous one survives.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from evo.errors import TrainError
+
+STATE_JSON = "trainer_state.json"
+STATE_TENSORS = "trainer_state.safetensors"
+
+
+def _flatten_optimizer(state: dict) -> tuple[dict, dict]:
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict] = {}
+    for idx, slots in state["state"].items():
+        for name, value in slots.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optimizer.{idx}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def _unflatten_optimizer(tensors: dict, meta: dict) -> dict:
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("optimizer."):
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = value
+    for idx, slots in meta.get("scalars", {}).items():
+        state.setdefault(int(idx), {}).update(slots)
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+def save_checkpoint(folder: str | Path, policy, engine, info: dict) -> Path:
+    """Write a complete checkpoint of `policy` + `engine` with `info` (step, recipe_hash, ...)."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    partial = folder.with_name(folder.name + ".partial")
+    old = folder.with_name(folder.name + ".old")
+    shutil.rmtree(partial, ignore_errors=True)
+    policy.save(partial)
+    tensors, opt_meta = _flatten_optimizer(engine.optimizer_state())
+    tensors["rng.torch"] = torch.get_rng_state()
+    save_file(tensors, str(partial / STATE_TENSORS))
+    (partial / STATE_JSON).write_text(json.dumps({**info, "optimizer": opt_meta}, indent=2) + "\n", encoding="utf-8")
+    if folder.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        folder.rename(old)
+    partial.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def find_checkpoint(folder: str | Path) -> Path | None:
+    """The newest complete checkpoint at `folder` (or its `.old` twin after an interrupted swap)."""
+    folder = Path(folder)
+    for candidate in (folder, folder.with_name(folder.name + ".old")):
+        if (candidate / STATE_JSON).exists() and (candidate / STATE_TENSORS).exists():
+            return candidate
+    return None
+
+
+def read_state(folder: str | Path) -> dict:
+    path = Path(folder) / STATE_JSON
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TrainError(f"{path}: unreadable trainer state ({exc}); delete the run folder to start over") from None
+
+
+def restore_engine(folder: str | Path, engine) -> dict:
+    """Load optimizer and RNG state into `engine`; returns the trainer_state.json dict."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    info = read_state(folder)
+    tensors = load_file(str(folder / STATE_TENSORS))
+    engine.load_optimizer_state(_unflatten_optimizer(tensors, info["optimizer"]))
+    if "rng.torch" in tensors:
+        torch.set_rng_state(tensors["rng.torch"])
+    return info

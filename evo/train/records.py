@@ -1,0 +1,137 @@
+"""Evidence on disk: the Parquet tables and JSON files of a run (docs/contracts.md).
+
+One explicit Arrow schema per table so an empty step or a missing component
+still writes the documented column types; readers (the harness) never guess.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+ROLLOUT_BASE_COLUMNS = (
+    ("traj_id", "string"), ("version", "string"), ("step", "int32"), ("group", "int32"), ("sample", "int32"),
+    ("task_id", "string"), ("stratum", "string"), ("prompt", "string"), ("completion", "string"),
+    ("completion_tokens", "list<int32>"), ("num_tokens", "int32"), ("finish_reason", "string"),
+    ("truncated", "bool"), ("turns", "int32"), ("tool_calls", "int32"), ("tools", "list<string>"),
+    ("answer", "string"), ("transcript", "string"), ("reward", "float64"),
+)
+ROLLOUT_TAIL_COLUMNS = (
+    ("advantage", "float64"), ("kept", "bool"), ("filter_reason", "string"), ("masked", "bool"),
+    ("kl", "float64"), ("entropy", "float64"), ("clip_frac_low", "float64"), ("clip_frac_high", "float64"),
+)
+EVAL_BASE_COLUMNS = (
+    ("task_id", "string"), ("stratum", "string"), ("sample", "int32"), ("prompt", "string"),
+    ("completion", "string"), ("answer", "string"), ("score", "float64"),
+)
+EVAL_TAIL_COLUMNS = (
+    ("num_tokens", "int32"), ("truncated", "bool"), ("finish_reason", "string"), ("turns", "int32"),
+    ("tool_calls", "int32"), ("tools", "list<string>"), ("transcript", "string"),
+)
+
+
+def _arrow_type(name: str):
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(), "int32": pa.int32(), "float64": pa.float64(), "bool": pa.bool_(),
+        "list<int32>": pa.list_(pa.int32()), "list<string>": pa.list_(pa.string()),
+    }[name]
+
+
+def rollout_schema(components: Sequence[str]):
+    import pyarrow as pa
+
+    cols = list(ROLLOUT_BASE_COLUMNS) + [(f"reward/{c}", "float64") for c in components] + list(ROLLOUT_TAIL_COLUMNS)
+    return pa.schema([(n, _arrow_type(t)) for n, t in cols])
+
+
+def eval_schema(components: Sequence[str]):
+    import pyarrow as pa
+
+    cols = list(EVAL_BASE_COLUMNS) + [(f"reward/{c}", "float64") for c in components] + list(EVAL_TAIL_COLUMNS)
+    return pa.schema([(n, _arrow_type(t)) for n, t in cols])
+
+
+def write_table(rows: list[dict], schema, path: str | Path) -> Path:
+    """Write `rows` (dicts keyed by column) atomically as Parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    table = pa.table(columns, schema=schema)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def concat_parquet(parts: Iterable[Path], schema, path: str | Path) -> Path:
+    """Concatenate per-step Parquet shards into one file (shards keep the same schema)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    tables = [pq.read_table(p, schema=schema) for p in parts]
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _clean(value):
+    """JSON-safe values: NaN/inf become None (valid JSON), numpy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json(data: dict, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_json_if(path: str | Path) -> dict | None:
+    """The JSON object at `path`, or None when the file is absent or unreadable (half-written)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def append_metrics(metrics: dict, path: str | Path) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(_clean(metrics)) + "\n")
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def truncate_metrics(path: str | Path, before_step: int) -> None:
+    """Keep only the lines of steps < before_step (a resumed run rewrites the rest)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    keep = [json.dumps(m) for m in read_metrics(path) if int(m.get("step", -1)) < before_step]
+    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")

@@ -1,0 +1,171 @@
+"""The rollout driver: environments + a policy → trajectories. Generic over domains.
+
+Single-turn environments (`max_turns == 1`) sample every task × group member in
+one batched `generate` call. Multi-turn episodes run turn by turn, batching one
+generate call across all live episodes; each turn's action tokens are appended
+with response_mask 1, the environment's observation tokens with response_mask 0
+(they are context, not policy output). Limits: `max_new_tokens` per turn and
+`max_total_tokens` per episode (prompt excluded); a trajectory that hits either
+is `truncated`. An episode that is not done after `max_turns` ends with finish
+reason `max_turns`.
+
+The driver reads these keys from `StepResult.info` when present: `answer` (the
+extracted final answer), `tool` (name of the tool this turn called) or `tools`
+(list of names), `error`. Everything else in `info` is kept on the trajectory.
+
+Seeds: call i of a rollout samples with `seed + i`, so a rollout is
+reproducible and independent of the global RNG.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from evo.domains.base import Task
+from evo.train.types import Trajectory
+
+
+@dataclass(frozen=True)
+class RolloutLimits:
+    max_new_tokens: int
+    max_total_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    max_turns: int | None = None  # None: the environment's own max_turns
+
+    @classmethod
+    def from_recipe(cls, recipe: dict, env, *, temperature: float | None = None) -> "RolloutLimits":
+        r = recipe["rollout"]
+        stop = tuple(dict.fromkeys(tuple(env.stop) + tuple(r.get("stop") or ())))
+        return cls(
+            max_new_tokens=int(r["max_new_tokens"]),
+            max_total_tokens=r.get("max_total_tokens"),
+            temperature=float(temperature if temperature is not None else r["temperature"]),
+            top_p=float(r.get("top_p", 1.0)),
+            stop=stop,
+        )
+
+
+@dataclass
+class _Live:
+    """Bookkeeping of one running episode."""
+
+    traj: Trajectory
+    episode: object
+    done: bool = False
+    hit_limit: bool = False
+
+
+def _tools_of(info: dict) -> list[str]:
+    if info.get("tools"):
+        return [str(t) for t in info["tools"]]
+    return [str(info["tool"])] if info.get("tool") else []
+
+
+def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: RolloutLimits, *,
+            seed: int = 0, max_batch: int = 1024) -> list[Trajectory]:
+    """Sample `group_size` trajectories for each task; group index = position in `tasks`."""
+    live: list[_Live] = []
+    for g, task in enumerate(tasks):
+        prompt = env.render_prompt(task)
+        prompt_ids = policy.encode_prompt(prompt)
+        for s in range(group_size):
+            traj = Trajectory(task_id=task.id, stratum=task.stratum, group=g, sample=s, prompt=prompt,
+                              prompt_ids=list(prompt_ids), response_ids=[], response_mask=[], text="",
+                              finish_reason="", truncated=False, turns=0,
+                              info={"answer": "", "tools": [], "transcript": [{"role": "user", "content": prompt}]})
+            live.append(_Live(traj, env.reset(task)))
+    max_turns = limits.max_turns or int(getattr(env, "max_turns", 1) or 1)
+    call = 0
+    for _turn in range(max_turns):
+        running = [x for x in live if not x.done]
+        if not running:
+            break
+        for start in range(0, len(running), max_batch):
+            chunk = running[start: start + max_batch]
+            call = _advance(chunk, policy, limits, seed + call) + call
+    for x in live:
+        if not x.done:  # still running after the last allowed turn
+            x.traj.finish_reason = "max_turns"
+            _close(x)
+    trajs = [x.traj for x in live]
+    for t in trajs:
+        if t.turns <= 1:
+            t.info["transcript"] = []  # single-turn: the prompt and text say it all
+    return trajs
+
+
+def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int) -> int:
+    """One turn for every episode in `chunk`; returns the number of generate calls made (1)."""
+    budgets = []
+    for x in chunk:
+        budget = limits.max_new_tokens
+        if limits.max_total_tokens is not None:
+            budget = min(budget, limits.max_total_tokens - len(x.traj.response_ids))
+        budgets.append(max(budget, 1))
+    contexts = [x.traj.prompt_ids + x.traj.response_ids for x in chunk]
+    gens = policy.generate_ids(contexts, max_new_tokens=max(budgets), temperature=limits.temperature,
+                               top_p=limits.top_p, stop=limits.stop, seed=seed)
+    for x, gen, budget in zip(chunk, gens, budgets):
+        ids, text, reason = gen.token_ids, gen.text, gen.finish_reason
+        if len(ids) > budget:  # this episode had less room than the batch maximum
+            ids, reason = ids[:budget], "length"
+            text = policy.decode(ids)
+        t = x.traj
+        t.response_ids += list(ids)
+        t.response_mask += [1] * len(ids)
+        t.text += text
+        t.turns += 1
+        t.finish_reason = reason
+        if reason == "length":
+            x.hit_limit = True
+        t.info["transcript"].append({"role": "assistant", "content": text})
+        try:
+            result = x.episode.step(text)
+        except Exception as exc:  # a broken environment ends this episode, not the run
+            t.finish_reason, t.info["error"] = "error", f"{type(exc).__name__}: {exc}"
+            _close(x)
+            continue
+        t.components = {k: float(v) for k, v in result.components.items()}
+        info = dict(result.info or {})
+        tools = _tools_of(info)
+        t.info["tools"] += tools
+        t.tool_calls += len(tools)
+        if info.get("answer") is not None:
+            t.info["answer"] = str(info["answer"])
+        if info.get("error"):
+            t.info["error"] = str(info["error"])
+        for k, v in info.items():
+            if k not in ("answer", "tool", "tools", "error"):
+                t.info.setdefault("extra", {})[k] = v
+        if result.done:
+            _close(x)
+            continue
+        obs = result.observation or ""
+        obs_ids = policy.encode_observation(obs) if obs else []
+        t.response_ids += obs_ids
+        t.response_mask += [0] * len(obs_ids)
+        t.text += obs
+        t.info["transcript"].append({"role": "user", "content": obs})
+        if limits.max_total_tokens is not None and len(t.response_ids) >= limits.max_total_tokens:
+            x.hit_limit = True
+            t.finish_reason = "length"
+            _close(x)
+    return 1
+
+
+def _close(x: _Live) -> None:
+    x.done = True
+    x.traj.truncated = x.hit_limit
+    try:
+        x.episode.close()
+    except Exception as exc:  # cleanup failures are recorded, never fatal
+        x.traj.info["close_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def transcript_json(traj: Trajectory) -> str:
+    """The transcript column of rollouts.parquet: "" for single-turn."""
+    return json.dumps(traj.info.get("transcript") or []) if traj.turns > 1 else ""

@@ -1,0 +1,149 @@
+"""`train_recipe`: run one recipe end to end and leave its evidence on disk.
+
+One step: pick `prompts_per_step` train tasks (seeded by recipe seed and step),
+sample `num_generations` trajectories per task, score them with the domain and
+the recipe's reward terms, filter, compute group advantages, update the policy
+(`evo.train.engine`), and record every trajectory (rollouts.parquet) and the
+step's metrics (metrics.jsonl). At the end: the checkpoint, an evaluation on the
+validation split (eval.parquet / eval.json) and summary.json, written last, so
+its presence means the run finished.
+
+Everything a step draws is derived from (recipe seed, step), and checkpoints
+carry the optimizer, so a run resumed from its checkpoint continues exactly as
+the uninterrupted run would. Ctrl-C finishes the current step, saves a
+checkpoint and raises KeyboardInterrupt; a second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from evo.errors import TrainError
+from evo.recipe import recipe_hash
+
+PARTS_DIR = "rollouts.parts"
+
+
+@dataclass
+class TrainResult:
+    out_dir: Path
+    checkpoint_dir: Path
+    summary: dict
+
+
+class _StopFlag:
+    """Set by the first Ctrl-C; the loop checks it between steps."""
+
+    def __init__(self):
+        self.requested = False
+
+
+@contextmanager
+def _deferred_interrupt(flag: _StopFlag):
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        flag.requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def generation_seed(seed: int, step: int) -> int:
+    """Seed of a step's rollout; calls within the rollout add their index."""
+    return int(seed) * 1_000_003 + int(step) * 10_007
+
+
+def pick_tasks(tasks: list, seed: int, step: int, count: int) -> list:
+    """The step's prompts: a seeded sample without replacement (all tasks if fewer)."""
+    rng = random.Random(f"evo-train-{seed}-{step}")
+    return rng.sample(tasks, min(count, len(tasks)))
+
+
+def _existing_run(out: Path, rhash: str):
+    """(summary dict or None, checkpoint folder or None, its state or None) of a run in `out`."""
+    from evo.train.checkpoint import find_checkpoint, read_state
+    from evo.train.records import read_json_if
+
+    summary = read_json_if(out / "summary.json")
+    if summary is not None and summary.get("recipe_hash") != rhash:
+        raise TrainError(f"{out}: holds a finished run of another recipe (hash {summary.get('recipe_hash')} != {rhash}); "
+                         "choose another --out or delete the folder")
+    ckpt = find_checkpoint(out / "checkpoint")
+    state = read_state(ckpt) if ckpt else None
+    if state is not None and state.get("recipe_hash") != rhash:
+        raise TrainError(f"{out}: holds an unfinished run of another recipe (hash {state.get('recipe_hash')} != {rhash}); "
+                         "choose another --out or delete the folder")
+    return summary, ckpt, state
+
+
+def train_recipe(recipe: dict, out_dir, init_checkpoint=None, version: str = "", progress: bool = True) -> TrainResult:
+    """Train `recipe` (a normalised dict) into `out_dir`; resume or return a finished run."""
+    from evo.train.trainer import Trainer
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rhash = recipe_hash(recipe)
+    summary, ckpt, state = _existing_run(out, rhash)
+    if summary is not None:
+        return TrainResult(out, out / "checkpoint", summary)
+    runner = Trainer(recipe, out, rhash=rhash, init_checkpoint=init_checkpoint, version=version,
+                        resume_from=ckpt, resume_state=state)
+    flag = _StopFlag()
+    steps = int(recipe["grpo"]["steps"])
+    every = int(recipe["grpo"]["checkpoint_every"])
+    with _deferred_interrupt(flag), _progress(progress, steps, runner.start_step) as advance:
+        for step in range(runner.start_step, steps):
+            metrics = runner.run_step(step)
+            advance(metrics)
+            done = step + 1
+            if flag.requested and done < steps:
+                runner.save(done)
+                raise KeyboardInterrupt(f"stopped after step {step}; rerun the same command to resume")
+            if every and done % every == 0 and done < steps:
+                runner.save(done)
+    summary = runner.finish()
+    return TrainResult(out, out / "checkpoint", summary)
+
+
+@contextmanager
+def _progress(enabled: bool, total: int, start: int):
+    """A rich progress bar showing reward mean and dead-group ratio per step."""
+    if not enabled:
+        yield lambda metrics: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[info]}"))
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task("train", total=total, completed=start, info="")
+
+        def advance(m: dict) -> None:
+            info = (f"reward {m['reward/mean']:.3f}  dead {m['signal/dead_group_ratio']:.2f}  "
+                    f"trunc {m['gen/truncated_frac']:.2f}  {m['time/step_s']:.2f}s/step")
+            bar.update(task, advance=1, info=info)
+
+        yield advance
+
+
+def clear_run(out_dir) -> None:
+    """Remove a run's artifacts (used by `evo train --restart`)."""
+    out = Path(out_dir)
+    for name in ("checkpoint", "checkpoint.old", "checkpoint.partial", PARTS_DIR):
+        shutil.rmtree(out / name, ignore_errors=True)
+    for name in ("rollouts.parquet", "metrics.jsonl", "eval.parquet", "eval.json", "summary.json"):
+        (out / name).unlink(missing_ok=True)

@@ -1,0 +1,243 @@
+"""The state of one training run and what a single GRPO step does (used by `evo.train.run`).
+
+A step: tasks → rollout → reward terms → filters → advantages → engine update →
+rollouts shard + metrics line. Shards (`rollouts.parts/step-000012.parquet`)
+are concatenated into `rollouts.parquet` at each checkpoint and at the end, so
+a resumed run can drop the steps it redoes.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+import torch
+
+from evo.train.records import (append_metrics, concat_parquet, read_metrics, rollout_schema, truncate_metrics,
+                               write_json, write_table)
+
+PARTS_DIR = "rollouts.parts"
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+class Trainer:
+    def __init__(self, recipe: dict, out: Path, *, rhash: str, init_checkpoint=None, version: str = "",
+                 resume_from: Path | None = None, resume_state: dict | None = None):
+        from evo.domains import get_environment
+        from evo.train.checkpoint import restore_engine
+        from evo.train.engine import make_engine
+        from evo.train.filters import FilterConfig
+        from evo.train.policy import load_policy
+        from evo.train.rewards import check_terms
+        from evo.train.rollout import RolloutLimits
+
+        self.recipe, self.out, self.rhash, self.version = recipe, Path(out), rhash, version
+        self.env = get_environment(recipe["domain"]["name"], recipe["domain"]["options"])
+        self.components = list(self.env.reward_components)
+        self.terms = recipe["reward"]["terms"]
+        check_terms(self.terms, self.components)
+        self.filter_cfg = FilterConfig.from_recipe(recipe.get("filters"))
+        if self.filter_cfg.std_group and self.filter_cfg.std_component not in ("total", *self.components):
+            from evo.errors import ConfigError
+
+            raise ConfigError(f"recipe.yaml: filters.std_group.component: {self.filter_cfg.std_component!r} is not a "
+                              f"reward component of this domain; use one of total, {', '.join(self.components)}")
+        self.train_tasks = self.env.tasks("train")
+        self.limits = RolloutLimits.from_recipe(recipe, self.env)
+        state = resume_state or {}
+        self.init_source = state.get("init_source") or str(init_checkpoint or recipe["model"]["name"])
+        self.init_checkpoint = state.get("init_checkpoint", str(init_checkpoint) if init_checkpoint else None)
+        m = recipe["model"]
+        self.policy = load_policy(str(resume_from) if resume_from else self.init_source, dtype=m["dtype"],
+                                  chat_template=m["chat_template"])
+        ref_model = None
+        if float(recipe["grpo"]["kl_coef"]) > 0:
+            ref_model = load_policy(self.init_source, dtype=m["dtype"], chat_template=m["chat_template"]).model
+            ref_model.eval().requires_grad_(False)
+        self.engine = make_engine(recipe, self.policy.model, ref_model=ref_model)
+        self.start_step = 0
+        self.totals = {"tokens_generated": 0, "tokens_trained": 0, "wall_s": 0.0}
+        self.resumed_from_step = None
+        parts = self.out / PARTS_DIR
+        if resume_from is not None:
+            info = restore_engine(resume_from, self.engine)
+            self.start_step = int(info["step"])
+            self.totals = {k: info.get("totals", {}).get(k, v) for k, v in self.totals.items()}
+            self.resumed_from_step = self.start_step
+        else:
+            (self.out / "metrics.jsonl").unlink(missing_ok=True)
+        truncate_metrics(self.out / "metrics.jsonl", self.start_step)
+        if parts.exists():
+            for shard in parts.glob("step-*.parquet"):
+                if resume_from is None or int(shard.stem.split("-")[1]) >= self.start_step:
+                    shard.unlink()
+        parts.mkdir(parents=True, exist_ok=True)
+        self.parts = parts
+        self.last_metrics: dict = {}
+
+    # -- one step -------------------------------------------------------------------------------
+    def run_step(self, step: int) -> dict:
+        from evo.train.engine import build_batch
+        from evo.train.filters import TrajectoryFlags, apply_filters
+        from evo.train.objective import group_advantages, group_spread, trajectory_weights
+        from evo.train.rewards import total_reward
+        from evo.train.rollout import rollout
+        from evo.train.run import generation_seed, pick_tasks
+
+        g = self.recipe["rollout"]
+        seed = int(self.recipe["seed"])
+        t0 = time.perf_counter()
+        tasks = pick_tasks(self.train_tasks, seed, step, int(g["prompts_per_step"]))
+        trajs = rollout(self.env, tasks, self.policy, int(g["num_generations"]), self.limits,
+                        seed=generation_seed(seed, step))
+        t_gen = time.perf_counter() - t0
+
+        for t in trajs:  # a domain that omits a component at an early stop scores it 0
+            for c in self.components:
+                t.components.setdefault(c, 0.0)
+        rewards = [total_reward(t.components, self.terms) for t in trajs]
+        n_groups = len(tasks)
+        by_group: list[list[int]] = [[] for _ in range(n_groups)]
+        for i, t in enumerate(trajs):
+            by_group[t.group].append(i)
+        flags = [[TrajectoryFlags(truncated=trajs[i].truncated, num_tokens=sum(trajs[i].response_mask),
+                                  tokens=[tok for tok, m in zip(trajs[i].response_ids, trajs[i].response_mask) if m],
+                                  finish_reason=trajs[i].finish_reason, text=trajs[i].text) for i in idx]
+                 for idx in by_group]
+        decisions_by_group = apply_filters(
+            [[rewards[i] for i in idx] for idx in by_group],
+            {c: [[trajs[i].components[c] for i in idx] for idx in by_group] for c in self.components},
+            flags, self.filter_cfg)
+        decisions = [None] * len(trajs)
+        for idx, ds in zip(by_group, decisions_by_group):
+            for i, d in zip(idx, ds):
+                decisions[i] = d
+
+        groups = torch.tensor([t.group for t in trajs])  # (N,)
+        reward_t = torch.tensor(rewards, dtype=torch.float64)  # (N,)
+        in_stats = torch.tensor([d.in_group_stats for d in decisions])  # (N,)
+        adv = group_advantages(reward_t, groups, in_stats,
+                               scale_by_std=bool(self.recipe["grpo"]["scale_advantage_by_std"]))  # (N,)
+        contributes = torch.tensor([d.contributes and sum(t.response_mask) > 0 for d, t in zip(decisions, trajs)])
+        weights = trajectory_weights(groups, contributes)  # (N,)
+        batch = build_batch(trajs, adv.tolist(), weights.tolist(), self.policy.tokenizer.pad_token_id)
+        t1 = time.perf_counter()
+        stats = self.engine.train_step(batch)
+        t_train = time.perf_counter() - t1
+
+        per = stats["per_traj"]
+        rows = []
+        for i, (t, d) in enumerate(zip(trajs, decisions)):
+            rows.append(self._row(step, t, rewards[i], float(adv[i]) if d.in_group_stats else 0.0, d,
+                                  {k: per[k][i] for k in per}))
+        write_table(rows, rollout_schema(self.components), self.parts / f"step-{step:06d}.parquet")
+
+        n_policy_tokens = [sum(t.response_mask) for t in trajs]
+        spreads = group_spread(reward_t, groups)  # (K,)
+        live = [i for i in range(len(trajs)) if bool(contributes[i])] or list(range(len(trajs)))
+        generated = sum(n_policy_tokens)
+        trained = sum(n for n, c in zip(n_policy_tokens, contributes.tolist()) if c) * stats["updates"]
+        self.totals["tokens_generated"] += generated
+        self.totals["tokens_trained"] += trained
+        step_s = time.perf_counter() - t0
+        self.totals["wall_s"] += step_s
+        metrics = {
+            "step": step,
+            "reward/mean": _mean(rewards),
+            "reward/std": float(reward_t.std(unbiased=False)) if len(rewards) else 0.0,
+            **{f"reward/{c}_mean": _mean(t.components[c] for t in trajs) for c in self.components},
+            "signal/dead_group_ratio": float((spreads < 1e-6).double().mean()) if n_groups else 0.0,
+            "signal/reward_std": float(spreads.mean()) if n_groups else 0.0,
+            "signal/kept_frac": _mean(d.kept for d in decisions),
+            "signal/masked_frac": _mean(d.masked for d in decisions),
+            "signal/advantage_abs_mean": _mean(abs(float(a)) for a in adv),
+            "policy/loss": stats["loss"],
+            "policy/kl": _mean(per["kl"][i] for i in live),
+            "policy/entropy": _mean(per["entropy"][i] for i in live),
+            "policy/clip_frac_low": _mean(per["clip_frac_low"][i] for i in live),
+            "policy/clip_frac_high": _mean(per["clip_frac_high"][i] for i in live),
+            "policy/grad_norm": stats["grad_norm"],
+            "policy/lr": stats["lr"],
+            "policy/updates": stats["updates"],
+            "gen/length_mean": _mean(n_policy_tokens),
+            "gen/length_max": max(n_policy_tokens, default=0),
+            "gen/truncated_frac": _mean(t.truncated for t in trajs),
+            "gen/turns_mean": _mean(t.turns for t in trajs),
+            "gen/tool_calls_mean": _mean(t.tool_calls for t in trajs),
+            "gen/tokens": generated,
+            "time/step_s": step_s,
+            "time/generate_s": t_gen,
+            "time/train_s": t_train,
+        }
+        append_metrics(metrics, self.out / "metrics.jsonl")
+        self.last_metrics = metrics
+        return metrics
+
+    def _row(self, step: int, t, reward: float, advantage: float, d, per: dict) -> dict:
+        from evo.train.rollout import transcript_json
+
+        row = {
+            "traj_id": f"s{step}-g{t.group}-{t.sample}", "version": self.version, "step": step,
+            "group": t.group, "sample": t.sample, "task_id": t.task_id, "stratum": t.stratum,
+            "prompt": t.prompt, "completion": t.text,
+            "completion_tokens": [int(x) for x in t.response_ids],
+            "num_tokens": int(sum(t.response_mask)), "finish_reason": t.finish_reason,
+            "truncated": bool(t.truncated), "turns": int(t.turns), "tool_calls": int(t.tool_calls),
+            "tools": list(t.info.get("tools", [])), "answer": str(t.info.get("answer", "") or ""),
+            "transcript": transcript_json(t), "reward": float(reward),
+            "advantage": advantage, "kept": bool(d.kept), "filter_reason": d.reason, "masked": bool(d.masked),
+            "kl": float(per["kl"]), "entropy": float(per["entropy"]),
+            "clip_frac_low": float(per["clip_frac_low"]), "clip_frac_high": float(per["clip_frac_high"]),
+        }
+        for c in self.components:
+            row[f"reward/{c}"] = float(t.components.get(c, 0.0))
+        return row
+
+    # -- checkpoints and the end ----------------------------------------------------------------------
+    def _merge_rollouts(self) -> None:
+        shards = sorted(self.parts.glob("step-*.parquet"))
+        concat_parquet(shards, rollout_schema(self.components), self.out / "rollouts.parquet")
+
+    def save(self, done_steps: int, finished: bool = False) -> Path:
+        from evo.train.checkpoint import save_checkpoint
+
+        info = {"step": int(done_steps), "recipe_hash": self.rhash, "init_source": self.init_source,
+                "init_checkpoint": self.init_checkpoint, "finished": finished, "version": self.version,
+                "totals": dict(self.totals)}
+        folder = save_checkpoint(self.out / "checkpoint", self.policy, self.engine, info)
+        self._merge_rollouts()
+        return folder
+
+    def finish(self) -> dict:
+        """Final checkpoint, rollouts.parquet, evaluation, then summary.json (last)."""
+        import shutil
+
+        from evo.train.evaluate import evaluate
+
+        steps = int(self.recipe["grpo"]["steps"])
+        self.save(steps, finished=True)
+        ev = evaluate(self.policy, self.recipe, self.out)
+        if not self.last_metrics:
+            done = read_metrics(self.out / "metrics.jsonl")
+            self.last_metrics = done[-1] if done else {}
+        summary = {
+            "recipe_hash": self.rhash,
+            "model": self.recipe["model"]["name"],
+            "init_checkpoint": self.init_checkpoint,
+            "version": self.version,
+            "steps": steps,
+            "tokens_generated": int(self.totals["tokens_generated"]),
+            "tokens_trained": int(self.totals["tokens_trained"]),
+            "wall_s": round(float(self.totals["wall_s"]), 3),
+            "resumed_from_step": self.resumed_from_step,
+            "final": copy.deepcopy(self.last_metrics),
+            "eval": ev,
+        }
+        write_json(summary, self.out / "summary.json")
+        shutil.rmtree(self.parts, ignore_errors=True)
+        return summary
