@@ -145,7 +145,7 @@ class VersionRecord:
         """A short human label: the manifest's factor, or the summary string."""
         iv = self.intervention
         if iv is None:
-            return "baseline" if not self.parents else ""
+            return "baseline" if self.last("created") is not None and not self.parents else ""
         if isinstance(iv, dict):
             return str(iv.get("factor") or iv.get("summary") or iv.get("hypothesis") or "")
         return str(iv)

@@ -27,7 +27,7 @@ def notes_lock(repo: git.Repo, purpose: str):
 
 
 def repair_hint(commit: str) -> str:
-    return f"repair the note with `git notes --ref={NOTES_REF} edit {commit}`"
+    return f"repair the note with `git notes --ref={NOTES_REF[len('refs/notes/'):]} edit {commit}`"
 
 
 def parse_note(text: str, commit: str) -> list[dict]:

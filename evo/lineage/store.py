@@ -230,19 +230,28 @@ class Lineage:
         events = notes.read_all_events(self.repo, self.root)
         names = sorted(set(refs["branch"]) | set(refs["pruned"]) | set(refs["tag"]), key=version_number)
         config = self.repo.config_reader()  # parsed in-process; no git spawned
+        parents_of: dict[str, list[str]] = {}
+        for name in names:
+            evs = events.get(name, [])
+            first = next((e for e in reversed(evs) if e["event"] in ("created", "merged")), None)
+            if first is not None:
+                parents_of[name] = list(first["parents"])
+            else:
+                section = f'branch "evo/{name}"'
+                if config.has_option(section, gitio.PARENTS_CONFIG_KEY):
+                    parents_of[name] = str(config.get_value(section, gitio.PARENTS_CONFIG_KEY)).split()
+        # Versions recorded by neither events nor config (e.g. pruned before any
+        # `created` event): their commit trailers say, read in one more batch.
+        unknown = [n for n in names if n not in parents_of]
+        commits = {n: refs["branch"].get(n) or refs["pruned"].get(n) or refs["tag"][n] for n in unknown}
+        bodies = gitio.cat_file_batch(self.root, sorted(set(commits.values())))
+        for name in unknown:
+            parents_of[name] = gitio.trailers(bodies[commits[name]].decode("utf-8", "replace"), gitio.TRAILER_PARENT)
         records: dict[str, VersionRecord] = {}
         for name in names:
             evs = events.get(name, [])
             created = next((e for e in reversed(evs) if e["event"] == "created"), None)
-            merged = next((e for e in reversed(evs) if e["event"] == "merged"), None)
-            if created is not None:
-                parents = list(created["parents"])
-            elif merged is not None:
-                parents = list(merged["parents"])
-            else:
-                section = f'branch "evo/{name}"'
-                parents = (str(config.get_value(section, gitio.PARENTS_CONFIG_KEY)).split()
-                           if config.has_option(section, gitio.PARENTS_CONFIG_KEY) else [])
+            parents = parents_of[name]
             pruned = name in refs["pruned"] and name not in refs["branch"]
             if name in refs["branch"]:
                 commit, ref = refs["branch"][name], f"{BRANCH_PREFIX}{name}"
