@@ -1,0 +1,74 @@
+"""Task files shared by the math, code and swe domains: JSONL, one task per line.
+
+A domain's options name a file per split (`train_file`, `validation_file`, or
+`files: {split: path}` for more splits such as a user's `aime24`); a relative
+path is taken from the current folder (the workspace when `evo` runs). Without
+options the small sample files shipped in `evo/data/domains/<domain>/` are used.
+Errors name the file, the line and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evo.errors import ConfigError
+from evo.resources import data_dir
+
+
+def shipped_dir(domain: str) -> Path:
+    return data_dir() / "domains" / domain
+
+
+def split_files(domain: str, train_file: str | None, validation_file: str | None,
+                files: dict | None) -> dict[str, Path]:
+    """Map split name -> JSONL path, from the options or the shipped samples."""
+    out: dict[str, Path] = {}
+    for split in ("train", "validation"):
+        default = shipped_dir(domain) / f"{split}.jsonl"
+        if default.exists():
+            out[split] = default
+    if files is not None and not isinstance(files, dict):
+        raise ConfigError(f"recipe.yaml: domain.options.files: {files!r} must map split names to JSONL paths")
+    for split, path in {**(files or {}), "train": train_file, "validation": validation_file}.items():
+        if path is None:
+            continue
+        if not isinstance(path, str) or not path:
+            raise ConfigError(f"recipe.yaml: domain.options: the {split} file {path!r} must be a path to a JSONL file")
+        resolved = Path(path).expanduser()
+        if not resolved.is_file():
+            raise ConfigError(f"recipe.yaml: domain.options: {split} file {path!r} does not exist; "
+                              "give a JSONL path relative to the workspace or absolute")
+        out[split] = resolved.resolve()
+    return out
+
+
+def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
+    """Rows of `path`; every row must be an object holding the `required` keys."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}:{lineno}: malformed JSON ({exc.msg}); one JSON object per line") from None
+            if not isinstance(row, dict):
+                raise ConfigError(f"{path}:{lineno}: expected a JSON object, found {type(row).__name__}")
+            missing = [k for k in required if k not in row]
+            if missing:
+                raise ConfigError(f"{path}:{lineno}: missing key {missing[0]!r}; each task needs {', '.join(required)}")
+            rows.append(row)
+    if not rows:
+        raise ConfigError(f"{path}: no tasks; add one JSON object per line")
+    return rows
+
+
+def task_id(row: dict, split: str, index: int) -> str:
+    return str(row.get("id") or f"{split}-{index:05d}")
+
+
+def unknown_split(domain: str, split: str, available) -> ConfigError:
+    return ConfigError(f"recipe.yaml: eval.split: {split!r} is not a {domain} split; use one of "
+                       f"{', '.join(sorted(available))} or add it under domain.options.files")
