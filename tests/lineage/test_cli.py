@@ -135,3 +135,15 @@ def test_evo_entry_point_runs_as_a_program(ws):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert [r["name"] for r in json.loads(proc.stdout)["versions"]] == ["v0"]
+
+
+def test_status_marks_a_step_whose_process_died_as_interrupted(ws):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    journal = ws / ".evo" / "journal"
+    journal.mkdir(parents=True)
+    (journal / "current.json").write_text(json.dumps({"version": "v1", "parents": ["v0"], "phase": "diagnose",
+                                                      "started": "2025-01-01T00:00:00Z", "pid": dead.pid}))
+    status = json.loads(evo("status", "--json", "-C", str(ws)).output)
+    assert status["in_flight"]["running"] is False
+    assert "interrupted; `evo step` resumes it" in evo("status", "-C", str(ws)).output

@@ -58,8 +58,9 @@ def test_a_second_writer_is_refused_with_the_holder_named(lin, ws, h):
         assert str(ws / ".evo" / "lock") in line and line.endswith("wait for it to finish")
         assert h.snapshot(ws) == before
     finally:
-        holder.stdin.close()
+        holder.kill()  # SIGKILL: no cleanup runs, the lock file still names the dead holder
         holder.wait(30)
+    assert str(holder.pid) in (ws / ".evo" / "lock").read_text()
     # A dead holder's lock is free: flock dies with its process.
     with workspace_lock(ws, "evo promote v1"):
         with workspace_lock(ws, "re-entered by the same thread"):

@@ -148,3 +148,17 @@ def test_commit_main_commits_only_its_paths(lin, ws, h):
     (ws / "memory" / "recurring_cases.md").unlink()
     assert lin.commit_main("memory: drop", ["memory/recurring_cases.md"]) is not None
     assert "memory/recurring_cases.md" not in h.git(ws, "ls-files")
+
+
+def test_reverting_under_a_later_promotion_is_refused_and_changes_nothing(lin, ws, h):
+    h.make_version(lin, "v1", ["v0"], edit=h.set_recipe_value("max_new_tokens: 4", "max_new_tokens: 8"))
+    lin.promote("v1", "up")
+    h.make_version(lin, "v2", ["v1"], edit=h.set_recipe_value("max_new_tokens: 8", "max_new_tokens: 16"))
+    lin.promote("v2", "up again")
+    before = h.snapshot(ws)
+    with pytest.raises(WorkspaceError) as info:
+        lin.revert("v1", "x")
+    assert "conflicts with later commits on main (recipe.yaml)" in str(info.value)
+    assert h.snapshot(ws) == before
+    lin.revert("v2", "first the later one")
+    assert "max_new_tokens: 8" in (ws / "recipe.yaml").read_text()
