@@ -98,7 +98,10 @@ def _workspace_context(t: Target) -> dict:
         d = artifact_dir(t.root, t.settings, name) if name else None
         return d if d is not None and (d / "eval.parquet").exists() else None
 
+    # The version's own harness: its worktree while it exists, else the workspace checkout.
+    tree = lin.worktree_path(t.version) if rec is not None and parents else t.root
     return {
+        "tree": tree if (tree / "analyzers").is_dir() else t.root,
         "lineage": lin,
         "parent_run_dir": evaluated(parent),
         "promoted_run_dir": evaluated(head) if head != t.version else None,
@@ -193,7 +196,7 @@ def register(group):
             kwargs.update(parent_run_dir=ws["parent_run_dir"], promoted_run_dir=ws["promoted_run_dir"],
                           changed_paths=ws["changed_paths"], declared_harness_revision=ws["declared_harness_revision"],
                           lineage=ws["records"])
-            dirs.append(t.root / "analyzers")
+            dirs.append(ws["tree"] / "analyzers")
         if parent:
             kwargs["parent_run_dir"] = _resolve(parent, workspace).run_dir
         if promoted:

@@ -158,7 +158,8 @@ def _sentence(before: dict, after: dict, pred: dict) -> str:
         parts.append(f"{pred['rescued_dead_groups_frac']:.0%} of dead groups regain non-zero spread "
                      f"({pred['rescued_dead_groups']} of {before['dead_groups']})")
     if pred["newly_dead_groups"]:
-        parts.append(f"{pred['newly_dead_groups']} live groups lose their spread")
+        k = pred["newly_dead_groups"]
+        parts.append(f"{k} live group{' loses its' if k == 1 else 's lose their'} spread")
     parts.append(f"dead-group ratio {before['dead_group_ratio']:.2f} -> {after['dead_group_ratio']:.2f}")
     parts.append(f"kept trajectories {before['kept_trajectories']} -> {after['kept_trajectories']} ({pred['kept_trajectories_delta']:+d})")
     parts.append(f"trajectories with non-zero advantage {before['nonzero_advantage_frac']:.0%} -> {after['nonzero_advantage_frac']:.0%}")
