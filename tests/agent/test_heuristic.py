@@ -1,0 +1,261 @@
+"""The heuristic agent on crafted diagnoses: evidence in, one single-factor intervention out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evo.agent import get_agent
+from evo.agent.guard import check_candidate
+from evo.agent.memory import Memory, update_memory
+from evo.recipe import load_recipe
+
+TERMS_WITH_FORMAT_GATE = [{"name": "correctness", "weight": 1.0}, {"name": "format", "mode": "gate"}]
+
+# skill -> (recipe changes, metrics that fire it, metrics that must not, expected recipe factor)
+CASES = {
+    "raise-generation-length": (
+        {}, {"behavior/truncated_frac": 0.30},
+        {"behavior/truncated_frac": 0.01, "behavior/truncated_frac_max_stratum": 0.05}, "rollout.max_new_tokens"),
+    "format-gate-repair": (
+        {"reward.terms": TERMS_WITH_FORMAT_GATE}, {"behavior/format_fail_frac": 0.35, "behavior/format_fail_truncated_frac": 0.9},
+        {"behavior/format_fail_frac": 0.35, "behavior/format_fail_truncated_frac": 0.2}, "filters.truncation_mask"),
+    "std-group-filter": (
+        {"rollout.max_new_tokens": 64}, {"signal/dead_group_ratio": 0.55, "behavior/truncated_frac": 0.0},
+        {"signal/dead_group_ratio": 0.10, "behavior/truncated_frac": 0.0}, "filters.std_group"),
+    "dual-level-filter": (
+        {"rollout.max_new_tokens": 64}, {"signal/dead_group_ratio": 0.5, "behavior/repetitive_frac": 0.2, "behavior/echo_trap_frac": 0.0},
+        {"signal/dead_group_ratio": 0.5, "behavior/repetitive_frac": 0.0, "behavior/echo_trap_frac": 0.0}, "filters"),
+    "continuous-partial-credit": (
+        {"rollout.max_new_tokens": 64},
+        {"signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/partial_credit": 0.7, "behavior/truncated_frac": 0.0},
+        {"signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/partial_credit": 0.0, "behavior/truncated_frac": 0.0},
+        "reward.terms"),
+    "instruction-following-judge-bonus": (
+        {"rollout.max_new_tokens": 64},
+        {"signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/judge_if": 0.5, "behavior/truncated_frac": 0.0},
+        {"signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/judge_if": 0.05, "behavior/truncated_frac": 0.0},
+        "reward.terms"),
+}
+
+
+def _propose(settings, ctx):
+    return get_agent(settings, backend="heuristic").propose(ctx)
+
+
+def _guard(proposal, ctx, worktree, settings, changed=("recipe.yaml",)):
+    check_candidate(list(changed), proposal.manifest, ctx.recipe, (worktree / "recipe.yaml").read_text(), settings)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_builtin_trigger_fires_on_its_evidence(name, kit, make_ctx, worktree, settings):
+    changes, fires, _, factor = CASES[name]
+    kit.set_recipe(worktree, **changes)
+    ctx = make_ctx(kit.diagnosis(fires), skills=[kit.skill_named(name)])
+    proposal = _propose(settings, ctx)
+    assert proposal is not None and proposal.manifest["skill"] == name
+    assert proposal.manifest["kind"] == "policy" and proposal.manifest["factor"] == factor
+    after = load_recipe(worktree / "recipe.yaml")
+    assert after != ctx.recipe, "the patch must land in the worktree's recipe.yaml"
+    for key, value in proposal.manifest["evidence"]["metrics"].items():
+        assert fires[key] == value and key in proposal.manifest["hypothesis"]
+    _guard(proposal, ctx, worktree, settings)  # a heuristic proposal always passes the guard
+    written = json.loads((worktree / ".evo" / "manifest.json").read_text())
+    assert written["change"] == proposal.manifest["change"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_no_builtin_trigger_fires_without_its_evidence(name, kit, make_ctx, worktree, settings):
+    changes, _, quiet, _ = CASES[name]
+    kit.set_recipe(worktree, **changes)
+    before = (worktree / "recipe.yaml").read_text()
+    ctx = make_ctx(kit.diagnosis(quiet), skills=[kit.skill_named(name)])
+    assert _propose(settings, ctx) is None
+    assert (worktree / "recipe.yaml").read_text() == before
+
+
+def test_requirements_on_the_recipe_gate_a_skill(kit, make_ctx, settings):
+    # format-gate-repair's evidence, but the recipe has no format gate: nothing to repair.
+    ctx = make_ctx(kit.diagnosis(CASES["format-gate-repair"][1]), skills=[kit.skill_named("format-gate-repair")])
+    assert _propose(settings, ctx) is None
+
+
+def test_judge_bonus_only_in_domains_that_emit_the_judge(kit, make_ctx, worktree, settings):
+    changes, fires, _, _ = CASES["instruction-following-judge-bonus"]
+    kit.set_recipe(worktree, **changes)
+    ctx = make_ctx(kit.diagnosis(fires), skills=[kit.skill_named("instruction-following-judge-bonus")], domain="code")
+    assert _propose(settings, ctx) is None
+
+
+def test_truncation_hidden_in_one_stratum_fires_through_the_any_branch(kit, make_ctx, settings):
+    metrics = {"behavior/truncated_frac": 0.02, "behavior/truncated_frac_max_stratum": 0.41}
+    proposal = _propose(settings, make_ctx(kit.diagnosis(metrics)))
+    assert proposal.manifest["factor"] == "rollout.max_new_tokens"
+    assert "behavior/truncated_frac_max_stratum = 0.41" in proposal.manifest["hypothesis"]
+
+
+def test_different_parents_lead_to_different_interventions(kit, make_ctx, worktree, settings):
+    # A too-short generation limit: truncation dominates, and the dead groups are its symptom.
+    short = kit.diagnosis({"behavior/truncated_frac": 0.64, "signal/dead_group_ratio": 0.9,
+                           "signal/spread_in_dead_groups/partial_credit": 0.8},
+                          [kit.finding("behavior.truncation"), kit.finding("signal.dead_groups")])
+    first = _propose(settings, make_ctx(short))
+    assert first.manifest["change"] == "rollout.max_new_tokens: 4 → 8"
+
+    # Ample length but many dead groups: a signal fix, never the length.
+    kit.set_recipe(worktree, **{"rollout.max_new_tokens": 64})
+    ample = kit.diagnosis({"behavior/truncated_frac": 0.0, "behavior/truncated_frac_max_stratum": 0.0,
+                           "signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/partial_credit": 0.7},
+                          [kit.finding("signal.dead_groups")])
+    second = _propose(settings, make_ctx(ample))
+    assert second.manifest["kind"] == "policy"
+    assert second.manifest["skill"] in ("std-group-filter", "continuous-partial-credit")
+    assert second.manifest["factor"] != first.manifest["factor"]
+
+
+def test_ranking_prefers_the_stronger_evidence_and_is_deterministic(kit, make_ctx, worktree, settings, tmp_path):
+    kit.set_recipe(worktree, **{"rollout.max_new_tokens": 64})
+    original = (worktree / "recipe.yaml").read_text()
+    # Partial credit's latent spread is overwhelming; std-group-filter only sees a modest dead ratio.
+    diag = kit.diagnosis({"behavior/truncated_frac": 0.0, "signal/dead_group_ratio": 0.31,
+                          "signal/spread_in_dead_groups/partial_credit": 1.0})
+    proposals = []
+    for _ in range(2):
+        (worktree / "recipe.yaml").write_text(original)
+        proposals.append(_propose(settings, make_ctx(diag)))
+    assert proposals[0].manifest == proposals[1].manifest
+    assert proposals[0].manifest["skill"] == "continuous-partial-credit"
+    assert proposals[0].manifest["backtest"]["change"]["reward.terms"][-1]["name"] == "partial_credit"
+
+
+def _pruned_lineage(change="rollout.max_new_tokens: 4 → 8"):
+    return [
+        {"name": "v0", "parents": [], "state": "promoted", "intervention": None, "outcome": None, "headline": None},
+        {"name": "v1", "parents": ["v0"], "state": "pruned", "outcome": "regression",
+         "intervention": {"kind": "policy", "factor": "rollout.max_new_tokens", "change": change,
+                          "skill": "raise-generation-length"},
+         "headline": {"metric": "score/avg_at_k", "value": 0.1, "delta": -0.05, "ci_low": -0.08, "ci_high": -0.02}},
+    ]
+
+
+TRUNCATED = {"behavior/truncated_frac": 0.5, "behavior/truncated_frac_max_stratum": 0.6, "signal/dead_group_ratio": 0.1}
+
+
+def test_a_refuted_intervention_is_not_retried_from_lineage(kit, make_ctx, settings):
+    proposal = _propose(settings, make_ctx(kit.diagnosis(TRUNCATED), lineage=_pruned_lineage()))
+    assert proposal is None or proposal.manifest["change"] != "rollout.max_new_tokens: 4 → 8"
+
+
+def test_a_refuted_intervention_is_not_retried_from_memory(kit, make_ctx, settings, tmp_path):
+    root = tmp_path / "ws"
+    update_memory(root, _pruned_lineage(), {})
+    # The memory alone (no lineage handed over) must still block it.
+    proposal = _propose(settings, make_ctx(kit.diagnosis(TRUNCATED), memory=Memory.load(root), root=root))
+    assert proposal is None or proposal.manifest["factor"] != "rollout.max_new_tokens"
+    # ... while an unrelated refutation does not.
+    other = _pruned_lineage("rollout.max_new_tokens: 8 → 16")
+    update_memory(root, other, {})
+    again = _propose(settings, make_ctx(kit.diagnosis(TRUNCATED), memory=Memory.load(root), root=root))
+    assert again.manifest["change"] == "rollout.max_new_tokens: 4 → 8"
+
+
+def test_an_intervention_already_on_the_path_is_not_repeated(kit, make_ctx, worktree, settings):
+    lineage = [
+        {"name": "v0", "parents": [], "state": "promoted", "intervention": None},
+        {"name": "v1", "parents": ["v0"], "state": "promoted", "outcome": "improvement",
+         "intervention": {"kind": "policy", "factor": "rollout.max_new_tokens", "change": "rollout.max_new_tokens: 4 → 8"}},
+    ]
+    # v1 was reverted on disk (back to 4) but the change is on the path: proposing it again would repeat history.
+    proposal = _propose(settings, make_ctx(kit.diagnosis(TRUNCATED), lineage=lineage, parent="v1"))
+    assert proposal is None or proposal.manifest["change"] != "rollout.max_new_tokens: 4 → 8"
+
+
+def test_negative_evidence_skill_refutes_a_multiplicative_efficiency_factor(kit, make_ctx, worktree, settings, tmp_path):
+    # A workspace skill that would add exactly the refuted term: the heuristic must skip it.
+    folder = tmp_path / "ws" / "skills" / "speed-bonus"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: speed-bonus\ndescription: reward short episodes\nkind: policy\n"
+        "triggers:\n  - {metric: behavior/turns_mean, op: \">\", value: 10}\n"
+        "patch:\n  - {path: reward.terms, op: add_term, value: {name: efficiency, mode: factor}}\n---\nbody\n")
+    from evo.agent.skills import load_skills
+
+    skills = load_skills(tmp_path / "ws")
+    agent = get_agent(settings)
+    proposal = agent.propose(make_ctx(kit.diagnosis({"behavior/turns_mean": 40}), skills=skills))
+    assert proposal is None or "efficiency" not in json.dumps(proposal.manifest)
+    assert any("speed-bonus" in n and "multiplicative-efficiency-collapse" in n for n in agent.last_notes)
+    # Without the negative-evidence skill the same trigger would have been acted on.
+    plain = [s for s in skills if s.name != "multiplicative-efficiency-collapse"]
+    assert "efficiency" in json.dumps(agent.propose(make_ctx(kit.diagnosis({"behavior/turns_mean": 40}), skills=plain)).manifest)
+
+
+def test_insufficient_outcome_triggers_a_harness_revision_first(kit, make_ctx, worktree, settings):
+    last = {"version": "v1", "outcome": "insufficient",
+            "headline": {"metric": "score/avg_at_k", "value": 0.3, "delta": 0.01, "ci_low": -0.03, "ci_high": 0.05}}
+    ctx = make_ctx(kit.diagnosis(TRUNCATED), last_outcome=last)
+    first = _propose(settings, ctx)
+    assert first.manifest["kind"] == "harness" and first.manifest["factor"] == "eval.k"
+    assert first.manifest["change"] == "eval.k: 8 → 16"
+    assert "insufficient" in first.manifest["hypothesis"]
+    _guard(first, ctx, worktree, settings)
+
+    # Second call of the step: the harness was revised and the parent re-diagnosed -> a policy intervention.
+    ctx2 = make_ctx(kit.diagnosis(TRUNCATED), last_outcome=last, harness_revised=True)
+    second = _propose(settings, ctx2)
+    assert second.manifest["kind"] == "policy" and second.manifest["factor"] == "rollout.max_new_tokens"
+    assert load_recipe(worktree / "recipe.yaml")["eval"]["k"] == 16  # the revision stays, the policy change adds to it
+
+
+def test_mixed_outcome_installs_an_analyzer_that_can_explain_it(kit, make_ctx, worktree, settings):
+    last = {"version": "v1", "outcome": "mixed", "headline": {"metric": "score/avg_at_k", "delta": 0.02}}
+    ctx = make_ctx(kit.diagnosis({"behavior/truncated_frac": 0.0, "signal/dead_group_ratio": 0.05}), last_outcome=last)
+    proposal = _propose(settings, ctx)
+    assert proposal.manifest["kind"] == "harness"
+    installed = worktree / proposal.manifest["factor"]
+    assert installed.parent.name == "analyzers" and "def analyze(ctx)" in installed.read_text()
+    _guard(proposal, ctx, worktree, settings, changed=[proposal.manifest["factor"]])
+
+
+def test_threshold_adjustment_when_an_installed_analyzer_nearly_fires(kit, make_ctx, worktree, settings):
+    from evo.resources import resource_dir
+
+    (worktree / "analyzers").mkdir()
+    for skill, name in (("truncation-by-stratum", "truncation_by_stratum"), ("length-reward-coupling", "length_reward_coupling")):
+        (worktree / "analyzers" / f"{name}.py").write_text((resource_dir("skills") / skill / "skill.py").read_text())
+    last = {"version": "v1", "outcome": "mixed", "headline": {}}
+    metrics = {"behavior/truncated_frac": 0.02, "behavior/truncated_frac_max_stratum": 0.12,
+               "behavior/length_reward_corr_abs": 0.01, "signal/dead_group_ratio": 0.05}
+    ctx = make_ctx(kit.diagnosis(metrics), last_outcome=last)
+    proposal = _propose(settings, ctx)
+    assert proposal.manifest["factor"] == "analyzers/truncation_by_stratum.py"
+    assert proposal.manifest["change"].endswith("THRESHOLD 0.15 → 0.075")
+    assert "THRESHOLD = 0.075" in (worktree / "analyzers" / "truncation_by_stratum.py").read_text()
+
+
+def test_healthy_diagnosis_gets_no_bottleneck_fix(kit, make_ctx, worktree, settings):
+    healthy = {"behavior/truncated_frac": 0.0, "behavior/truncated_frac_max_stratum": 0.01,
+               "signal/dead_group_ratio": 0.04, "behavior/repetitive_frac": 0.0, "behavior/echo_trap_frac": 0.0,
+               "score/avg_at_k": 0.8}
+    before = (worktree / "recipe.yaml").read_text()
+    agent = get_agent(settings)
+    assert agent.propose(make_ctx(kit.diagnosis(healthy))) is None
+    assert (worktree / "recipe.yaml").read_text() == before
+    assert not (worktree / ".evo" / "manifest.json").exists()
+
+
+def test_missing_evidence_gets_a_harness_revision_not_a_fix(kit, make_ctx, worktree, settings):
+    # Overall truncation is low, but the per-stratum view is missing: measure before fixing.
+    before = (worktree / "recipe.yaml").read_text()
+    proposal = _propose(settings, make_ctx(kit.diagnosis({"behavior/truncated_frac": 0.02, "signal/dead_group_ratio": 0.05})))
+    assert proposal.manifest["kind"] == "harness"
+    assert proposal.manifest["factor"] == "analyzers/truncation_by_stratum.py"
+    assert "raise-generation-length" in proposal.manifest["hypothesis"]
+    assert (worktree / "recipe.yaml").read_text() == before
+
+
+def test_no_second_harness_revision_in_one_step(kit, make_ctx, settings):
+    last = {"version": "v1", "outcome": "insufficient", "headline": {}}
+    healthy = {"behavior/truncated_frac": 0.0, "behavior/truncated_frac_max_stratum": 0.0, "signal/dead_group_ratio": 0.0}
+    assert _propose(settings, make_ctx(kit.diagnosis(healthy), last_outcome=last, harness_revised=True)) is None
