@@ -120,9 +120,21 @@ def trailer_block(pairs: list[tuple[str, str]]) -> str:
 
 
 def dirty_paths(g: git.Git) -> list[str]:
-    """Changed, staged and untracked (not ignored) paths of a checkout."""
-    out = g.status("--porcelain", "--untracked-files=all")
-    return [line[3:] for line in out.splitlines() if line.strip()]
+    """Changed, staged and untracked (not ignored) paths of a checkout, sorted."""
+    out = g.status("--porcelain", "-z", "--untracked-files=all", strip_newline_in_stdout=False)
+    entries = out.split("\0")
+    paths: set[str] = set()
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        paths.add(entry[3:])
+        if entry[0] in "RC":  # a rename/copy is followed by its source path
+            paths.add(entries[i])
+            i += 1
+    return sorted(paths)
 
 
 def unmerged_paths(g: git.Git) -> list[str]:

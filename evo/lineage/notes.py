@@ -135,3 +135,16 @@ def move_version_lines(repo: git.Repo, version: str, old: str, new: str) -> int:
         write_note(repo, new, new_text + "".join(ln + "\n" for ln in add))
     write_note(repo, old, "".join(ln + "\n" for ln in keep))
     return len(move)
+
+
+def remove_version_lines(repo: git.Repo, version: str, commit: str) -> int:
+    """Drop `version`'s lines from the note on `commit`; caller holds the lock."""
+    text = read_note(repo, commit)
+    if not text:
+        return 0
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    events = parse_note(text, commit)
+    keep = [ln for ln, ev in zip(lines, events) if ev["version"] != version]
+    if len(keep) != len(lines):
+        write_note(repo, commit, "".join(ln + "\n" for ln in keep))
+    return len(lines) - len(keep)

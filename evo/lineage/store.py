@@ -4,7 +4,8 @@ This is the only place EvoTrainer runs git. Version vN is the branch `evo/vN`,
 worked on in the worktree `.evo/worktrees/vN`; its record is JSON lines in the
 note on its head commit. The workspace root checkout always stays on `main`.
 State transitions (promote, prune, revert, merge) live in
-`evo.lineage.transitions`; version comparison in `evo.lineage.compare`.
+`evo.lineage.transitions`, version comparison in `evo.lineage.compare`, and
+working-file operations (worktrees, the root checkout) in `evo.lineage.checkouts`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import git
 from evo.errors import VersionError, WorkspaceError
 from evo.lineage import gitio, notes
 from evo.lineage import compare, transitions
+from evo.lineage.checkouts import CheckoutMixin
 from evo.lineage.events import EPOCH, VersionRecord, check_event, complete_event, derive_state, event_sort_key, version_number
-from evo.lineage.gitio import BRANCH_PREFIX, MAIN, PRUNED_PREFIX, TAG_PREFIX
+from evo.lineage.gitio import BRANCH_PREFIX, PRUNED_PREFIX, TAG_PREFIX
 from evo.settings import SETTINGS_FILE
 
 
-class Lineage:
+class Lineage(CheckoutMixin):
     """Versions, their git refs and their lineage events in one workspace."""
 
     def __init__(self, root: Path, repo: git.Repo):
@@ -94,13 +96,6 @@ class Lineage:
             except git.GitCommandError:
                 continue
         raise self._unknown(version)
-
-    def worktree_path(self, version: str) -> Path:
-        return self.root / gitio.WORKTREES / version
-
-    def _registered_worktrees(self) -> set[Path]:
-        out = self.repo.git.worktree("list", "--porcelain")
-        return {Path(line[len("worktree "):]).resolve() for line in out.splitlines() if line.startswith("worktree ")}
 
     def _set_parents_config(self, version: str, parents: list[str]) -> None:
         with self.repo.config_writer() as cw:
@@ -293,73 +288,6 @@ class Lineage:
     def frontier(records: dict[str, VersionRecord]) -> list[VersionRecord]:
         """Live candidates: frontier and awaiting-approval versions, oldest first."""
         return [r for r in records.values() if r.state in ("frontier", "awaiting-approval")]
-
-    # ----------------------------------------------------------- main checkout
-    def _main_git(self, action: str) -> git.Git:
-        """The root checkout's git, after checking it is on main."""
-        g = self.repo.git
-        try:
-            branch = g.symbolic_ref("--short", "HEAD")
-        except git.GitCommandError:
-            branch = "(detached HEAD)"
-        if branch != MAIN:
-            raise WorkspaceError(f"{self.root}: the workspace checkout is on {branch!r}, not {MAIN!r}; "
-                                 f"run `git checkout {MAIN}` there, then {action} again")
-        return g
-
-    def require_clean_main(self, action: str) -> git.Git:
-        g = self._main_git(action)
-        dirty = gitio.dirty_paths(g)
-        if dirty:
-            shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
-            raise WorkspaceError(f"{self.root}: main has uncommitted changes ({shown}); commit or remove them, then {action} again")
-        return g
-
-    def commit_main(self, message: str, paths: list[str]) -> str | None:
-        """Commit `paths` (relative to the root) on main; None when nothing changed."""
-        if not paths:
-            return None
-        g = self._main_git("commit")
-        g.add("-A", "--", *paths)
-        try:
-            g.diff("--cached", "--quiet", "--", *paths)
-            return None
-        except git.GitCommandError:
-            pass
-        g.commit("--no-verify", "--cleanup=whitespace", "-m", message.strip(), "--", *paths)
-        return gitio.rev(g, "HEAD")
-
-    # ----------------------------------------------------------- files
-    def file_at(self, version: str, path: str) -> str:
-        """Text of `path` in `version`'s head commit."""
-        head = self.head(version)
-        try:
-            return self.repo.git.show(f"{head}:{path}", strip_newline_in_stdout=False)
-        except git.GitCommandError:
-            raise VersionError(f"{version} has no file {path!r} (commit {head[:12]})") from None
-
-    def changed_paths(self, version: str) -> list[str]:
-        """Paths `version` changes against its first parent, uncommitted work included."""
-        parents = self._parents_from_config(version) or self.parents(version)
-        if not parents:
-            return []
-        base = self.head(parents[0])
-        path = self.worktree_path(version)
-        if path.is_dir():
-            wt = git.Git(str(path))
-            tracked = wt.diff("--name-only", base).splitlines()
-            untracked = wt.ls_files("--others", "--exclude-standard").splitlines()
-            return sorted(set(tracked) | set(untracked))
-        return sorted(self.repo.git.diff("--name-only", base, self.head(version)).splitlines())
-
-    def remove_worktree(self, version: str) -> None:
-        """Remove `version`'s worktree (uncommitted work in it is discarded)."""
-        path = self.worktree_path(version)
-        if path.resolve() in self._registered_worktrees():
-            self.repo.git.worktree("remove", "--force", str(path))
-        elif path.exists():
-            shutil.rmtree(path)
-        self.repo.git.worktree("prune")
 
     # ----------------------------------------------------------- transitions
     def promote(self, version: str, reason: str) -> str:

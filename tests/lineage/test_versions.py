@@ -148,3 +148,62 @@ def test_notes_follow_an_amended_commit(lin, ws, h):
     new = h.git(ws, "rev-parse", "evo/v1")
     assert new != sha and "kept" in h.git(ws, "notes", "--ref", "evo/lineage", "show", new)
     assert [e["event"] for e in lin.events("v1")] == ["kept"]
+
+
+def test_worktree_changes_reset_and_discard(lin, ws, h):
+    path = lin.create_version("v1", ["v0"])
+    (path / "recipe.yaml").write_text("half an edit\n")
+    (path / "memory" / "new.md").write_text("x\n")
+    (path / "AGENTS.md").unlink()
+    (path / ".evo").mkdir()
+    (path / ".evo" / "manifest.json").write_text("{}")  # ignored: the agent's own scratch
+    assert lin.worktree_changes("v1") == ["AGENTS.md", "memory/new.md", "recipe.yaml"]
+    lin.reset_worktree("v1")
+    assert lin.worktree_changes("v1") == [] and (path / ".evo" / "manifest.json").exists()
+    assert (path / "recipe.yaml").read_text() == lin.file_at("v0", "recipe.yaml")
+
+    lin.append_event("v1", {"event": "skill_used", "skill": "s", "id": "v1-s"})
+    lin.discard_version("v1")
+    assert not path.exists() and h.git(ws, "branch", "--list", "evo/v1") == ""
+    assert "evo/v1" not in h.git(ws, "config", "--local", "--list")
+    assert "v1-s" not in h.git(ws, "notes", "--ref", "evo/lineage", "show", "evo/v0")
+    assert lin.versions() == ["v0"] and lin.next_version() == "v1"
+    assert [e["id"] for e in lin.events("v0")] == ["v0-created", "v0-promoted"]
+    assert "refs/heads/evo/v1" not in h.git(ws, "for-each-ref", "--format=%(refname)")
+    lin.discard_version("v1")  # already gone: nothing to do
+
+    h.make_version(lin, "v1", ["v0"])
+    with pytest.raises(VersionError, match="prune it instead"):
+        lin.discard_version("v1")
+    with pytest.raises(VersionError, match="recorded in lineage"):
+        lin.discard_version("v0")
+
+
+def test_reset_keeps_a_merge_in_progress(lin, h):
+    h.make_version(lin, "v1", ["v0"], edit=h.set_recipe_value("max_new_tokens: 4", "max_new_tokens: 8"))
+    h.make_version(lin, "v2", ["v0"], edit=h.set_recipe_value("learning_rate: 0.0005", "learning_rate: 0.001"))
+    path = lin.create_version("v3", ["v1", "v2"])
+    (path / "scratch.txt").write_text("x")
+    lin.reset_worktree("v3")
+    assert not (path / "scratch.txt").exists()
+    sha = lin.commit_version("v3", "merge", None)
+    assert len(h.git(path, "rev-list", "--parents", "-n", "1", sha).split()) == 3
+
+
+def test_dirty_paths_and_push_without_a_remote(lin, ws):
+    assert lin.dirty_paths() == [] and lin.has_remote() is False
+    (ws / "my notes.txt").write_text("x")
+    assert lin.dirty_paths() == ["my notes.txt"]
+    with pytest.raises(WorkspaceError, match="no git remote"):
+        lin.push_version("v0")
+
+
+def test_push_version_publishes_branch_and_notes(tmp_path, lin, ws, h):
+    h.git(tmp_path, "init", "-q", "--bare", "--initial-branch=main", "remote.git")
+    h.git(ws, "remote", "add", "origin", str(tmp_path / "remote.git"))
+    h.make_version(lin, "v1", ["v0"])
+    assert lin.has_remote()
+    lin.push_version("v1")
+    remote_refs = h.git(tmp_path / "remote.git", "for-each-ref", "--format=%(refname) %(objectname)")
+    assert f"refs/heads/evo/v1 {h.git(ws, 'rev-parse', 'evo/v1')}" in remote_refs
+    assert f"refs/notes/evo/lineage {h.git(ws, 'rev-parse', 'refs/notes/evo/lineage')}" in remote_refs
