@@ -42,6 +42,18 @@ from evo.yamlio import parse_yaml
 UNSETTLED = ("mixed", "insufficient")
 
 
+def nested_patch(dotted: dict) -> dict:
+    """{"filters.std_group": {...}} -> {"filters": {"std_group": {...}}} (the form evo.harness.backtest merges)."""
+    out: dict = {}
+    for path, value in dotted.items():
+        node = out
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
 def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict, text: str, block: Blocklist,
                       notes: list[str], missing: dict[str, list[str]]) -> Candidate | None:
     metrics = ctx.diagnosis.get("metrics") or {}
@@ -92,10 +104,11 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
         "skill": skill.name,
     }
     if factor.startswith(("reward", "filters")):
-        manifest["backtest"] = {
-            "change": {p: get_path(new, p) for p in sorted(set(touched))},
-            "question": (skill.backtest or {}).get("question", "groups and trajectories affected on the parent's rollouts"),
-        }
+        # Replayable from stored rollouts: hand the loop the nested patch evo.harness.backtest takes.
+        manifest["backtest"] = nested_patch({p: get_path(new, p) for p in sorted(set(touched))})
+        question = (skill.backtest or {}).get("question")
+        if question:
+            manifest["predicted_effect"] += f" Backtest on the parent's rollouts first: {question}."
     return Candidate(manifest, {"recipe.yaml": recipe_text(new_raw, text)}, strength,
                      f"{skill.name}: strength {strength:.3f}")
 
@@ -142,7 +155,7 @@ class HeuristicAgent:
                 chosen = candidates[0]
         self.last_notes = notes
         if chosen is None:
-            notes.append("no trigger fires and no evidence is missing: nothing to propose")
+            notes.append("nothing to propose: no applicable, unrefuted intervention and no gap in the evidence")
             return None
         for rel, new_text in chosen.writes.items():
             path = worktree / rel

@@ -36,7 +36,7 @@ MANIFEST_FORMAT = f"""Write exactly one JSON object to `{MANIFEST_RELPATH}` (ins
   "predicted_effect": "what will move, which way, roughly how much",
   "expected_cost": "training token budget x2 of the parent",
   "skill": "raise-generation-length",     // optional: the skill you applied
-  "backtest": {{"change": {{"reward.terms": [...]}}, "question": "..."}}   // optional, for reward/filter changes
+  "backtest": {{"reward": {{"terms": [...]}}}}  // optional, reward/filter changes: the nested patch to replay on stored rollouts
 }}
 
 (No comments in the real file.) If nothing is warranted, write {{"kind": "none", "reason": "..."}} and change no file.

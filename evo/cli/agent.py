@@ -35,16 +35,12 @@ def skills_list(workspace: Path, as_json: bool):
     rows = usage_table(load_skills(workspace))
 
     def render(rows):
-        from rich.table import Table
-
-        table = Table()
-        table.add_column("skill", no_wrap=True)
-        for name in ("kind", "uses", "wins", "losses", "used in", "applies to", "source"):
-            table.add_column(name)
+        width = max([len("skill")] + [len(r["name"]) for r in rows])
+        click.echo(f"{'skill':<{width}}  {'kind':<7}  uses  wins  losses  used in / applies to")
         for r in rows:
-            table.add_row(r["name"], r["kind"], str(r["uses"]), str(r["wins"]), str(r["losses"]),
-                          ", ".join(r["domains"]) or "-", ", ".join(r["applies_to"]), r["source"])
-        console().print(table)
+            used = ", ".join(r["domains"]) or "-"
+            click.echo(f"{r['name']:<{width}}  {r['kind']:<7}  {r['uses']:>4}  {r['wins']:>4}  {r['losses']:>6}  "
+                       f"{used} / {', '.join(r['applies_to'])}{'' if r['source'] == 'builtin' else '  (workspace)'}")
 
     emit(rows, as_json, render)
 

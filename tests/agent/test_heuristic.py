@@ -126,7 +126,10 @@ def test_ranking_prefers_the_stronger_evidence_and_is_deterministic(kit, make_ct
         proposals.append(_propose(settings, make_ctx(diag)))
     assert proposals[0].manifest == proposals[1].manifest
     assert proposals[0].manifest["skill"] == "continuous-partial-credit"
-    assert proposals[0].manifest["backtest"]["change"]["reward.terms"][-1]["name"] == "partial_credit"
+    backtest = proposals[0].manifest["backtest"]
+    assert backtest == {"reward": {"terms": [{"name": "correctness", "weight": 1.0, "mode": "add"},
+                                             {"name": "partial_credit", "weight": 0.5, "mode": "add"}]}}
+    assert "share of dead groups that regain" in proposals[0].manifest["predicted_effect"]
 
 
 def _pruned_lineage(change="rollout.max_new_tokens: 4 → 8"):
@@ -259,3 +262,30 @@ def test_no_second_harness_revision_in_one_step(kit, make_ctx, settings):
     last = {"version": "v1", "outcome": "insufficient", "headline": {}}
     healthy = {"behavior/truncated_frac": 0.0, "behavior/truncated_frac_max_stratum": 0.0, "signal/dead_group_ratio": 0.0}
     assert _propose(settings, make_ctx(kit.diagnosis(healthy), last_outcome=last, harness_revised=True)) is None
+
+
+def test_backtest_spec_replays_through_the_harness(kit, make_ctx, worktree, settings, tmp_path):
+    """The manifest's backtest is the patch evo.harness.backtest takes: dead groups with latent partial credit revive."""
+    backtest = pytest.importorskip("evo.harness.backtest").backtest
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for g in range(6):  # groups 0-3 dead under correctness (all fail) but partial credit varies; 4-5 alive
+        for s in range(4):
+            correct = float(g >= 4 and s == 0)
+            rows.append({"traj_id": f"s0-g{g}-{s}", "step": 0, "group": g, "sample": s, "truncated": False,
+                         "num_tokens": 5, "reward": correct, "reward/correctness": correct,
+                         "reward/partial_credit": 0.1 * s if g < 4 else 0.5})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), run_dir / "rollouts.parquet")
+
+    kit.set_recipe(worktree, **{"rollout.max_new_tokens": 64})
+    ctx = make_ctx(kit.diagnosis({"behavior/truncated_frac": 0.0, "signal/dead_group_ratio": 0.67,
+                                  "signal/spread_in_dead_groups/partial_credit": 1.0}),
+                   skills=[kit.skill_named("continuous-partial-credit")])
+    proposal = _propose(settings, ctx)
+    result = backtest(run_dir, proposal.manifest["backtest"], ctx.recipe)
+    assert result["before"]["dead_groups"] == 4 and result["after"]["dead_groups"] == 0
+    assert "100% of dead groups regain non-zero spread" in result["message"]
