@@ -53,7 +53,10 @@ def train_command(recipe, out_dir, init_checkpoint, version, restart, no_progres
     if restart:
         clear_run(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json({"recipe_hash": recipe_hash(spec), "source": str(path), "recipe": spec}, out / "recipe.json")
+    from evo.yamlio import load_yaml
+
+    # The YAML as written (normalising again gives `spec`), so `evo eval` can rebuild it.
+    write_json({"recipe_hash": recipe_hash(spec), "source": str(path), "recipe": load_yaml(path)}, out / "recipe.json")
     result = train_recipe(spec, out, init_checkpoint=init_checkpoint, version=version,
                           progress=not (no_progress or as_json))
     summary = dict(result.summary, out_dir=str(result.out_dir), checkpoint_dir=str(result.checkpoint_dir))

@@ -62,7 +62,12 @@ def group_advantages(
     centred = rewards - mean[dense]  # (N,)
     sq = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w * centred**2)  # (K,)
     std = (sq / count.clamp(min=1.0)).sqrt()  # (K,) population std
-    adv = centred / (std[dense] + eps) if scale_by_std else centred  # (N,)
+    if scale_by_std:
+        denom = std[dense] + eps  # (N,)
+        # A zero-spread group has centred == 0: keep it 0 even with eps = 0 (no 0/0 NaN).
+        adv = torch.where(denom > 0, centred / denom.clamp(min=1e-300), torch.zeros_like(centred))  # (N,)
+    else:
+        adv = centred  # (N,)
     return torch.where(in_stats, adv, torch.zeros_like(adv))  # (N,)
 
 

@@ -144,15 +144,23 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int) -> in
         if result.done:
             _close(x)
             continue
+        room = None if limits.max_total_tokens is None else limits.max_total_tokens - len(t.response_ids)
+        if room is not None and room <= 0:  # no budget left to act on another observation
+            x.hit_limit, t.finish_reason = True, "length"
+            _close(x)
+            continue
         obs = result.observation or ""
         obs_ids = policy.encode_observation(obs) if obs else []
+        full = room is not None and len(obs_ids) >= room  # the observation fills the episode budget
+        if full:
+            obs_ids = obs_ids[:room]
+            obs = policy.decode(obs_ids)
         t.response_ids += obs_ids
         t.response_mask += [0] * len(obs_ids)
         t.text += obs
         t.info["transcript"].append({"role": "user", "content": obs})
-        if limits.max_total_tokens is not None and len(t.response_ids) >= limits.max_total_tokens:
-            x.hit_limit = True
-            t.finish_reason = "length"
+        if full:
+            x.hit_limit, t.finish_reason = True, "length"
             _close(x)
     return 1
 

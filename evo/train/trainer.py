@@ -220,7 +220,8 @@ class Trainer:
         from evo.train.evaluate import evaluate
 
         steps = int(self.recipe["grpo"]["steps"])
-        self.save(steps, finished=True)
+        folder = self.save(steps, finished=True)
+        self.policy.name = str(folder)  # eval.json names what it evaluated: this run's checkpoint
         ev = evaluate(self.policy, self.recipe, self.out)
         if not self.last_metrics:
             done = read_metrics(self.out / "metrics.jsonl")

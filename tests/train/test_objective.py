@@ -1,0 +1,103 @@
+"""The GRPO objective against hand-computed values."""
+
+import math
+
+import pytest
+import torch
+
+from evo.train.objective import (
+    group_advantages,
+    grpo_loss,
+    k3_kl,
+    token_losses,
+    trajectory_weights,
+)
+
+
+def _logp(ratios):
+    return torch.log(torch.tensor(ratios, dtype=torch.float64))
+
+
+def test_clip_binds_above_for_positive_and_below_for_negative_advantage():
+    # old logp = 0, so ratio = exp(logp).
+    logp = _logp([[1.5, 0.5, 1.1], [1.5, 0.5, 0.9]]).requires_grad_(True)
+    old = torch.zeros_like(logp)
+    parts = token_losses(logp, old, torch.tensor([1.0, -1.0]), eps_low=0.2, eps_high=0.27)
+    expected = torch.tensor([[-1.27, -0.5, -1.1], [1.5, 0.8, 0.9]], dtype=torch.float64)
+    assert torch.allclose(parts["loss"], expected)
+    assert parts["clip_high"].tolist() == [[True, False, False], [False, False, False]]
+    assert parts["clip_low"].tolist() == [[False, False, False], [False, True, False]]
+    parts["loss"].sum().backward()
+    # Clipped tokens pass no gradient; the others get -A * r.
+    assert torch.allclose(logp.grad, torch.tensor([[0.0, -0.5, -1.1], [1.5, 0.0, 0.9]], dtype=torch.float64))
+
+
+def test_clip_higher_is_asymmetric():
+    logp = _logp([[1.25, 0.78]])
+    parts = token_losses(logp, torch.zeros_like(logp), torch.tensor([1.0]), eps_low=0.2, eps_high=0.27)
+    assert not parts["clip_high"].any()  # 1.25 < 1.27: inside the wider upper band
+    parts = token_losses(logp, torch.zeros_like(logp), torch.tensor([-1.0]), eps_low=0.2, eps_high=0.27)
+    assert parts["clip_low"].tolist() == [[False, True]]  # 0.78 < 0.80
+
+
+def test_k3_kl_term():
+    logp = torch.log(torch.tensor([[0.5]], dtype=torch.float64))
+    ref = torch.log(torch.tensor([[0.25]], dtype=torch.float64))
+    expected = 0.5 + math.log(2) - 1  # exp(ref-logp) - (ref-logp) - 1
+    assert k3_kl(logp, ref).item() == pytest.approx(expected)
+    assert k3_kl(logp, logp).item() == 0.0
+    loss, stats = grpo_loss(logp, logp.detach(), torch.tensor([0.0]), torch.ones(1, 1), torch.tensor([1.0]),
+                            ref_logp=ref, kl_coef=0.1)
+    assert loss.item() == pytest.approx(0.1 * expected)
+    assert stats["kl"].item() == pytest.approx(expected)
+
+
+def test_three_level_average_with_unequal_groups():
+    # With A = -1 and ratios >= 0.8 the token loss equals the ratio, so we can dial token losses.
+    # group 0: a = [1, 3] (mean 2), b = [4] (mean 4); group 1: c = [3, 6, 9] (mean 6), d dropped.
+    ratios = [[1, 3, 1], [4, 1, 1], [3, 6, 9], [50, 50, 50]]
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 1]])
+    groups = torch.tensor([0, 0, 1, 1])
+    weights = trajectory_weights(groups, torch.tensor([True, True, True, False]))
+    assert weights.tolist() == pytest.approx([0.25, 0.25, 0.5, 0.0])
+    logp = _logp(ratios)
+    adv = torch.full((4,), -1.0)
+    loss, stats = grpo_loss(logp, torch.zeros_like(logp), adv, mask, weights)
+    # 1/2 * ((2 + 4) / 2 + 6 / 1) = 4.5 (token mean would be 26/6, trajectory mean 4)
+    assert loss.item() == pytest.approx(4.5)
+    assert stats["loss"][:3].tolist() == pytest.approx([2.0, 4.0, 6.0])
+    # Micro-batches with batch-level weights add up to the batch loss exactly.
+    parts = [grpo_loss(logp[s], torch.zeros_like(logp[s]), adv[s], mask[s], weights[s])[0]
+             for s in (slice(0, 1), slice(1, 3), slice(3, 4))]
+    assert sum(p.item() for p in parts) == pytest.approx(4.5)
+
+
+def test_dropped_trajectory_with_infinite_loss_contributes_nothing():
+    logp = torch.tensor([[0.0], [float("inf")]], dtype=torch.float64)
+    weights = trajectory_weights(torch.tensor([0, 1]), torch.tensor([True, False]))
+    loss, _ = grpo_loss(logp, torch.zeros_like(logp), torch.tensor([-1.0, -1.0]), torch.ones(2, 1), weights)
+    assert loss.item() == pytest.approx(1.0)
+
+
+def test_all_filtered_batch_gives_zero_loss_without_gradient():
+    logp = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    weights = trajectory_weights(torch.tensor([0, 0, 1]), torch.tensor([False, False, False]))
+    assert weights.tolist() == [0.0, 0.0, 0.0]
+    loss, stats = grpo_loss(logp, logp.detach(), torch.ones(3), torch.ones(3, 4), weights, kl_coef=0.1,
+                            ref_logp=torch.zeros(3, 4, dtype=torch.float64))
+    assert loss.item() == 0.0
+    assert not loss.requires_grad
+    assert not torch.isnan(stats["kl"]).any()
+
+
+def test_group_advantages_centre_and_scale_within_groups():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 2.0, 2.0])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1])
+    adv = group_advantages(rewards, groups, eps=0.0)
+    assert adv.tolist() == pytest.approx([1.0, -1.0, -1.0, 1.0, 0.0, 0.0])
+    adv = group_advantages(rewards, groups, scale_by_std=False)
+    assert adv.tolist() == pytest.approx([0.5, -0.5, -0.5, 0.5, 0.0, 0.0])
+    # A trajectory outside group statistics gets 0 and does not move its group's mean.
+    adv = group_advantages(torch.tensor([3.0, 1.0, 0.0]), torch.tensor([7, 7, 7]),
+                           torch.tensor([False, True, True]), scale_by_std=False)
+    assert adv.tolist() == pytest.approx([0.0, 0.5, -0.5])
