@@ -27,16 +27,18 @@ IDLE_WARN = 0.2
 
 def _modes(table):
     n = table.num_rows
-    finish = kit.col(table, "finish_reason").astype(str) if kit.has(table, "finish_reason") else np.full(n, "eos")
-    answered = kit.col(table, "answer").astype(str) != "" if kit.has(table, "answer") else np.zeros(n, bool)
+    has_finish = kit.has(table, "finish_reason")
+    answered = kit.nonempty(table, "answer") if kit.has(table, "answer") else np.zeros(n, bool)
     submitted = kit.list_contains(table, "tools", SUBMIT_TOOLS) if kit.has(table, "tools") else np.zeros(n, bool)
     turns = np.maximum(kit.col(table, "turns", np.int64), 1) if kit.has(table, "turns") else np.ones(n, np.int64)
     calls = kit.col(table, "tool_calls", np.int64) if kit.has(table, "tool_calls") else np.zeros(n, np.int64)
     truncated = kit.col(table, "truncated", bool) if kit.has(table, "truncated") else np.zeros(n, bool)
     idle = np.maximum(turns - calls, 0)
     unfinished = ~answered & ~submitted
-    abandoned = np.isin(finish, ("eos", "stop")) & unfinished
-    ran_out = np.isin(finish, ("max_turns", "length")) | truncated
+    ended_itself = kit.text_in(table, "finish_reason", ("eos", "stop")) if has_finish else np.ones(n, bool)
+    hit_limit = kit.text_in(table, "finish_reason", ("max_turns", "length")) if has_finish else np.zeros(n, bool)
+    abandoned = ended_itself & unfinished
+    ran_out = hit_limit | truncated
     idle_failure = ran_out & unfinished & (idle >= IDLE_SHARE * turns)
     return abandoned, idle_failure, float(idle.sum() / turns.sum())
 
@@ -58,11 +60,11 @@ def analyze(ctx):
             findings.append(kit.finding(
                 "behavior.abandonment", "warning",
                 f"{metrics[prefix + 'abandonment_frac']:.0%} of {where} episodes stop without an answer or a submit call",
-                rows=kit.rows_where(kit.col(table, ids_col), abandoned), values={"abandonment_frac": metrics[prefix + "abandonment_frac"]}))
+                rows=kit.rows_where(table.column(ids_col), abandoned), values={"abandonment_frac": metrics[prefix + "abandonment_frac"]}))
         if metrics[f"{prefix}idle_failure_frac"] >= IDLE_WARN and "behavior.idle_failure" not in seen:
             findings.append(kit.finding(
                 "behavior.idle_failure", "warning",
                 f"{metrics[prefix + 'idle_failure_frac']:.0%} of {where} episodes run out of turns mostly without tool calls "
                 f"({idle_turn_frac:.0%} of all turns are idle)",
-                rows=kit.rows_where(kit.col(table, ids_col), idle_failure), values={"idle_failure_frac": metrics[prefix + "idle_failure_frac"]}))
+                rows=kit.rows_where(table.column(ids_col), idle_failure), values={"idle_failure_frac": metrics[prefix + "idle_failure_frac"]}))
     return {"metrics": metrics, "findings": findings}

@@ -26,8 +26,9 @@ def analyze(ctx):
 
     codes = pc.dictionary_encode(table.column("answer").combine_chunks()).indices.to_numpy(zero_copy_only=False).astype(np.int64)  # (rows,)
     n_codes = int(codes.max()) + 1 if len(codes) else 1
-    pairs = np.unique(g.gid * n_codes + codes)  # distinct (group, answer)
-    distinct = np.bincount(pairs // n_codes, minlength=g.n_groups)  # (groups,)
+    pairs = np.sort(g.gid * n_codes + codes)  # (rows,) one key per (group, answer)
+    first = np.concatenate(([True], pairs[1:] != pairs[:-1]))  # first occurrence of each distinct pair
+    distinct = np.bincount(pairs[first] // n_codes, minlength=g.n_groups)  # (groups,)
     diversity = distinct / g.sizes
     recent = g.recent()
     metrics = {
@@ -42,6 +43,6 @@ def analyze(ctx):
             "signal.low_diversity", "warning",
             f"recent groups give {metrics['signal/answer_diversity_recent']:.2f} distinct answers per sample; "
             f"{metrics['signal/single_answer_group_frac']:.0%} of groups agree on one answer",
-            rows=kit.rows_where(kit.col(table, "traj_id"), single),
+            rows=kit.rows_where(table.column("traj_id"), single),
             values={"answer_diversity_recent": metrics["signal/answer_diversity_recent"]}))
     return {"metrics": metrics, "findings": findings}

@@ -52,7 +52,7 @@ def _turn_checks(ctx, recent, collapse):
             continue
         scope = np.ones(table.num_rows, bool) if scope is None else scope
         turns = kit.col(table, "turns", np.int64)
-        ids = kit.col(table, ids_col)
+        ids = table.column(ids_col)
         one_turn = (turns <= 1) & scope
         share = one_turn.sum() / max(scope.sum(), 1)
         if multi and share >= ONE_TURN_COLLAPSE:
@@ -60,7 +60,7 @@ def _turn_checks(ctx, recent, collapse):
                      kit.rows_where(ids, one_turn), {"one_turn_frac": float(share)})
             return
         if kit.has(table, "finish_reason"):
-            at_limit = (kit.col(table, "finish_reason").astype(str) == "max_turns") & scope
+            at_limit = kit.text_eq(table, "finish_reason", "max_turns") & scope
             share = at_limit.sum() / max(scope.sum(), 1)
             if share >= RUNAWAY_MAX_TURNS:
                 collapse("runaway_turns", f"{share:.0%} of {where} episodes run to the turn limit (mean {turns[scope].mean():.1f} turns)",
@@ -91,5 +91,5 @@ def analyze(ctx):
         share = float(dead[recent_groups].mean())
         if recent_groups.sum() >= MIN_GROUPS and share >= DEAD_COLLAPSE:
             collapse("dead_groups", f"{share:.0%} of {int(recent_groups.sum())} recent groups have no reward spread",
-                     kit.rows_where(kit.col(ctx.rollouts, "traj_id"), g.broadcast(dead & recent_groups)), {"dead_group_ratio_recent": share})
+                     kit.rows_where(ctx.rollouts.column("traj_id"), g.broadcast(dead & recent_groups)), {"dead_group_ratio_recent": share})
     return {"metrics": {"behavior/collapse_vetoes": len(vetoes)}, "findings": findings, "vetoes": vetoes}

@@ -47,18 +47,24 @@ def _signatures(ctx):
 
 
 def _signature_hits(table, patterns):
+    """(rows,) hit mask and hits per pattern; one RE2 pass per column over all patterns at once."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    hits = np.zeros(table.num_rows, dtype=bool)
-    per_pattern = {}
     for pattern in patterns:
         try:
-            mask = kit.regex_mask(table, TEXT_COLUMNS, pattern)
+            pc.match_substring_regex(pa.array([""]), pattern)
         except pa.ArrowInvalid as exc:
             raise ValueError(f"leakage signature {pattern!r} is not a valid RE2 regex ({str(exc).splitlines()[0]}); fix audits.leakage_signatures") from None
-        if mask.any():
-            per_pattern[pattern] = int(mask.sum())
-        hits |= mask
+    combined = "|".join(f"(?:{p})" for p in patterns)
+    hits = kit.regex_mask(table, TEXT_COLUMNS, combined)
+    per_pattern = {}
+    if hits.any():
+        hit_rows = table.filter(pa.array(hits))  # attribute hits to patterns on the (few) matching rows only
+        for pattern in patterns:
+            count = int(kit.regex_mask(hit_rows, TEXT_COLUMNS, pattern).sum())
+            if count:
+                per_pattern[pattern] = count
     return hits, per_pattern
 
 
@@ -122,7 +128,7 @@ def analyze(ctx):
         bad = hits | leaks
         if int(bad.sum()) < VETO_MIN_HITS:
             continue
-        ids = kit.col(table, ids_col)
+        ids = table.column(ids_col)
         rows = kit.rows_where(ids, bad)
         parts = []
         if hits.any():

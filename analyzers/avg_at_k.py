@@ -8,15 +8,15 @@ Findings:
 - score.no_eval (warning): the run has no eval.parquet, so nothing can be judged.
 - score.uneven_samples (warning): tasks have different sample counts (k), which
   biases Avg@k towards tasks with fewer samples; cites the short tasks.
-- score.unsolved_tasks (info): at least UNSOLVED_WARN of tasks score 0 in every sample.
-- score.saturated (info): at least SATURATED_WARN of tasks are solved in every sample.
+- score.unsolved_tasks (info): at least UNSOLVED_INFO of tasks score 0 in every sample.
+- score.saturated (info): at least SATURATED_INFO of tasks are solved in every sample.
 """
 
 from evo.harness import kit, stats
 
 LAYER = "score"
-UNSOLVED_WARN = 0.5
-SATURATED_WARN = 0.9
+UNSOLVED_INFO = 0.5
+SATURATED_INFO = 0.9
 
 
 def analyze(ctx):
@@ -44,12 +44,12 @@ def analyze(ctx):
             f"{int(short.sum())} of {scores.n_tasks} tasks have fewer than {int(scores.samples.max())} samples "
             f"(min {int(scores.samples.min())}); Avg@k mixes sample sizes, re-run evaluation",
             rows=kit.rows_where(scores.task_ids, short), values={"min_k": int(scores.samples.min()), "max_k": int(scores.samples.max())}))
-    if metrics["score/unsolved_task_frac"] >= UNSOLVED_WARN:
+    if metrics["score/unsolved_task_frac"] >= UNSOLVED_INFO:
         findings.append(kit.finding(
             "score.unsolved_tasks", "info",
             f"{metrics['score/unsolved_task_frac']:.0%} of validation tasks are never solved in {metrics['score/k']} samples",
             rows=kit.rows_where(scores.task_ids, unsolved), values={"unsolved_task_frac": metrics["score/unsolved_task_frac"]}))
-    if metrics["score/solved_task_frac"] >= SATURATED_WARN:
+    if metrics["score/solved_task_frac"] >= SATURATED_INFO:
         findings.append(kit.finding(
             "score.saturated", "info",
             f"{metrics['score/solved_task_frac']:.0%} of validation tasks are solved in every sample; comparisons lose power",

@@ -39,7 +39,7 @@ def analyze(ctx):
     findings = []
     worst = max(metrics["signal/dead_group_ratio"], metrics["signal/dead_group_ratio_recent"])
     if worst >= DEAD_WARN:
-        ids = kit.col(ctx.rollouts, "traj_id")
+        ids = ctx.rollouts.column("traj_id")
         findings.append(kit.finding(
             "signal.dead_groups", "warning",
             f"{metrics['signal/dead_group_ratio']:.0%} of {g.n_groups} groups have no reward spread "

@@ -50,5 +50,5 @@ def analyze(ctx):
         findings.append(kit.finding(
             "signal.filter_drops", "warning",
             f"filters dropped {metrics['signal/filter_dropped_frac']:.0%} of trajectories (mostly {top}: {by_key[top] / n:.0%})",
-            rows=kit.rows_where(kit.col(table, "traj_id"), np.asarray(mask, dtype=bool)), values={"by_reason": {k: v / n for k, v in by_key.items()}}))
+            rows=kit.rows_where(table.column("traj_id"), np.asarray(mask, dtype=bool)), values={"by_reason": {k: v / n for k, v in by_key.items()}}))
     return {"metrics": metrics, "findings": findings}

@@ -39,7 +39,7 @@ def analyze(ctx):
             metrics[f"{prefix}format_fail_rate_complete"] = float(failed[~truncated].mean()) if (~truncated).any() else 0.0
         if rate < FORMAT_WARN or findings:
             continue
-        rows = kit.rows_where(kit.col(table, ids_col), failed)
+        rows = kit.rows_where(table.column(ids_col), failed)
         if coupling is not None and coupling >= COUPLING_WARN:
             findings.append(kit.finding(
                 "behavior.format_truncation_coupling", "warning",

@@ -45,7 +45,7 @@ def analyze(ctx):
                     "behavior.length_near_limit", "warning",
                     f"median {where} response is {p50:.0f} tokens, {p50 / budget:.0%} of the {budget}-token budget "
                     f"(p90 {metrics[prefix + 'length_p90']:.0f}, p99 {metrics[prefix + 'length_p99']:.0f})",
-                    rows=kit.rows_where(kit.col(table, ids_col), at_limit), values={"p50": p50, "budget": budget}))
+                    rows=kit.rows_where(table.column(ids_col), at_limit), values={"p50": p50, "budget": budget}))
     if budget:
         metrics["behavior/length_budget"] = budget
     return {"metrics": metrics, "findings": findings}

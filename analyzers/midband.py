@@ -53,6 +53,6 @@ def analyze(ctx):
             "signal.low_midband", "warning",
             f"only {metrics['signal/midband_mass_recent']:.0%} of recent groups have a pass rate in "
             f"[{MIDBAND_LOW}, {MIDBAND_HIGH}] (mean pass rate {metrics['signal/group_pass_rate_mean']:.2f})",
-            rows=kit.rows_where(kit.col(table, "traj_id"), outside),
+            rows=kit.rows_where(table.column("traj_id"), outside),
             values={"midband_mass_recent": metrics["signal/midband_mass_recent"], "group_pass_rate_mean": metrics["signal/group_pass_rate_mean"]}))
     return {"metrics": metrics, "findings": findings}

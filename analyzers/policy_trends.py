@@ -71,6 +71,6 @@ def analyze(ctx):
         if metrics["signal/zero_advantage_frac"] >= ZERO_ADV_WARN:
             findings.append(kit.finding("signal.zero_advantage", "warning",
                                         f"{metrics['signal/zero_advantage_frac']:.0%} of trajectories have advantage 0 and carry no gradient",
-                                        rows=kit.rows_where(kit.col(table, "traj_id"), zero),
+                                        rows=kit.rows_where(table.column("traj_id"), zero),
                                         values={"zero_advantage_frac": metrics["signal/zero_advantage_frac"]}))
     return {"metrics": metrics, "findings": findings}

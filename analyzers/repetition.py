@@ -60,7 +60,7 @@ def analyze(ctx):
     ids = None
     rate = metrics["behavior/echo_trap_frac_recent"]
     if rate >= ECHO_WARN:
-        ids = kit.col(table, "traj_id")
+        ids = table.column("traj_id")
         severity = "critical" if rate >= ECHO_CRITICAL else "warning"
         findings.append(kit.finding(
             "behavior.echo_trap", severity,
@@ -68,7 +68,7 @@ def analyze(ctx):
             f"{int(echo.sum())} in total, median length {np.median(lengths[echo]):.0f} vs {np.median(lengths):.0f} tokens)",
             rows=kit.rows_where(ids, echo & recent), values={"echo_trap_frac_recent": rate, "echo_trap_count": int(echo.sum())}))
     if metrics["behavior/repetitive_frac"] >= REPETITION_INFO:
-        ids = kit.col(table, "traj_id") if ids is None else ids
+        ids = table.column("traj_id") if ids is None else ids
         findings.append(kit.finding(
             "behavior.repetition", "info",
             f"{metrics['behavior/repetitive_frac']:.0%} of trajectories repeat most of their {NGRAM}-grams",

@@ -40,7 +40,7 @@ def analyze(ctx):
         share = float(alive_inside.sum() / dead.sum())
         metrics[kit.metric_key("signal/spread_in_dead_groups", name)] = share
         if share >= LATENT_INFO:
-            ids = kit.col(table, "traj_id") if ids is None else ids
+            ids = table.column("traj_id") if ids is None else ids
             term = in_recipe.get(name)
             status = "not in reward.terms" if term is None else f"in reward.terms as {term.get('mode', 'add')} weight {term.get('weight', 1.0)}"
             findings.append(kit.finding(

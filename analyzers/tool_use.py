@@ -52,5 +52,5 @@ def analyze(ctx):
             findings.append(kit.finding(
                 "behavior.no_tool_use", "warning",
                 f"only {metrics[prefix + 'tool_use_frac']:.0%} of {where} episodes call any tool in a multi-turn domain",
-                rows=kit.rows_where(kit.col(table, ids_col), ~used), values={"tool_use_frac": metrics[prefix + "tool_use_frac"]}))
+                rows=kit.rows_where(table.column(ids_col), ~used), values={"tool_use_frac": metrics[prefix + "tool_use_frac"]}))
     return {"metrics": metrics, "findings": findings}

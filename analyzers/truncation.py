@@ -23,7 +23,7 @@ def _rates(table, prefix, metrics):
     metrics[prefix] = kit.frac(truncated)
     per = {}
     if kit.has(table, "stratum"):
-        per = kit.by_stratum(kit.col(table, "stratum").astype(str), truncated)
+        per = kit.mean_by(table, "stratum", truncated)
         for stratum, value in per.items():
             metrics[kit.metric_key(prefix, stratum)] = value
     return truncated, per
@@ -35,7 +35,7 @@ def analyze(ctx):
     if kit.has(ctx.eval, "truncated") and ctx.eval.num_rows:
         truncated, per = _rates(ctx.eval, "behavior/truncated_frac", metrics)
         if metrics["behavior/truncated_frac"] >= TRUNC_WARN:
-            worst_source = ("validation responses", metrics["behavior/truncated_frac"], per, kit.col(ctx.eval, "task_id"), truncated)
+            worst_source = ("validation responses", metrics["behavior/truncated_frac"], per, ctx.eval.column("task_id"), truncated)
     table = ctx.rollouts
     if kit.has(table, "truncated") and table.num_rows:
         truncated, per = _rates(table, "behavior/train_truncated_frac", metrics)
@@ -44,7 +44,7 @@ def analyze(ctx):
         metrics["behavior/train_truncated_frac_recent"] = kit.frac(truncated[recent_rows])
         if worst_source is None and metrics["behavior/train_truncated_frac_recent"] >= TRUNC_WARN:
             worst_source = ("recent training rollouts", metrics["behavior/train_truncated_frac_recent"], per,
-                            kit.col(table, "traj_id"), truncated & recent_rows)
+                            table.column("traj_id"), truncated & recent_rows)
     if worst_source:
         what, rate, per, ids, mask = worst_source
         detail = ""

@@ -25,7 +25,7 @@ def analyze(ctx):
         if not kit.has(table, "turns") or table.num_rows == 0:
             continue
         turns = kit.col(table, "turns", np.int64)
-        at_limit = kit.col(table, "finish_reason").astype(str) == "max_turns" if kit.has(table, "finish_reason") else np.zeros(len(turns), bool)
+        at_limit = kit.text_eq(table, "finish_reason", "max_turns") if kit.has(table, "finish_reason") else np.zeros(len(turns), bool)
         scope = np.ones(len(turns), bool)
         if prefix == "behavior/":
             g = kit.groups(ctx)
@@ -47,5 +47,5 @@ def analyze(ctx):
             findings.append(kit.finding(
                 "behavior.max_turns_hit", "warning",
                 f"{rate:.0%} of {where} episodes end at the turn limit (mean {turns[scope].mean():.1f} turns)",
-                rows=kit.rows_where(kit.col(table, ids_col), at_limit & scope), values={"max_turns_frac": rate}))
+                rows=kit.rows_where(table.column(ids_col), at_limit & scope), values={"max_turns_frac": rate}))
     return {"metrics": metrics, "findings": findings}

@@ -46,6 +46,6 @@ def analyze(ctx):
             findings.append(kit.finding(
                 "behavior.unclosed_reasoning", "warning",
                 f"{rate:.0%} of {where} responses open {OPEN_TAG} without closing it{coupling}",
-                rows=kit.rows_where(kit.col(table, ids_col), unclosed),
+                rows=kit.rows_where(table.column(ids_col), unclosed),
                 values={"unclosed_frac": rate, "truncated_share": truncated_share}))
     return {"metrics": metrics, "findings": findings}

@@ -63,9 +63,56 @@ def components(table) -> list[str]:
     return [c.split("/", 1)[1] for c in table.column_names if c.startswith("reward/")]
 
 
-def rows_where(ids: np.ndarray, mask: np.ndarray, limit: int = MAX_EVIDENCE_ROWS) -> list[str]:
-    """The first `limit` ids where `mask` holds (evidence rows for a finding)."""
-    return [str(x) for x in ids[np.flatnonzero(mask)[:limit]]]
+def rows_where(ids, mask: np.ndarray, limit: int = MAX_EVIDENCE_ROWS) -> list[str]:
+    """The first `limit` ids where `mask` holds (evidence rows for a finding).
+
+    `ids` is a numpy array or, cheaper for big tables, a pyarrow column such as
+    `table.column("traj_id")`: only the cited rows are converted to Python.
+    """
+    picked = np.flatnonzero(mask)[:limit]
+    if isinstance(ids, np.ndarray):
+        return [str(x) for x in ids[picked]]
+    return [str(x) for x in ids.take(picked).to_pylist()]
+
+
+def text_eq(table, name: str, value: str) -> np.ndarray:
+    """(rows,) bool: string column `name` equals `value` (computed in Arrow, no Python strings)."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.equal(table.column(name), value), False).to_numpy(zero_copy_only=False)
+
+
+def text_in(table, name: str, values: Iterable[str]) -> np.ndarray:
+    """(rows,) bool: string column `name` is one of `values`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.is_in(table.column(name), value_set=pa.array(list(values), type=pa.string())).to_numpy(zero_copy_only=False)
+
+
+def nonempty(table, name: str) -> np.ndarray:
+    """(rows,) bool: string column `name` is neither null nor ""."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.greater(pc.utf8_length(table.column(name)), 0), False).to_numpy(zero_copy_only=False)
+
+
+def codes(table, name: str) -> tuple[np.ndarray, list[str]]:
+    """Dictionary-encode a string column: (rows,) int codes and the label of each code."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(pc.fill_null(table.column(name), "").combine_chunks())
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), [str(x) for x in encoded.dictionary.to_pylist()]
+
+
+def mean_by(table, name: str, values: np.ndarray) -> dict[str, float]:
+    """Mean of `values` per label of string column `name` (e.g. per stratum)."""
+    if table.num_rows == 0:
+        return {}
+    code, labels = codes(table, name)
+    sums = np.bincount(code, weights=values.astype(np.float64), minlength=len(labels))
+    counts = np.bincount(code, minlength=len(labels))
+    return {label: float(s / c) for label, s, c in sorted(zip(labels, sums, counts)) if c}
 
 
 def frac(mask: np.ndarray) -> float:

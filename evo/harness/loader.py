@@ -3,7 +3,7 @@
 Built-ins (`evo.resources.resource_dir("analyzers")`) and a workspace's own
 `analyzers/` go through this same loader; a later folder's file with the same
 filename replaces an earlier one, which is how a workspace overrides a
-built-in. Files are loaded by path and never registered in `sys.modules`, so
+built-in. Files are loaded by path under a module name derived from the full path, so
 two workspaces' `truncation.py` cannot shadow each other.
 
 An analyzer is code the trainer agent may have just written, so nothing it does
@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -87,13 +88,23 @@ def harness_version(files: Iterable[AnalyzerFile]) -> str:
 
 
 def load_module(f: AnalyzerFile) -> ModuleType:
-    """Execute the file as an anonymous module (not placed in sys.modules)."""
+    """Execute the file as a fresh module named after its path (so edits are always picked up).
+
+    The module is registered in sys.modules under a name unique to its path, because
+    dataclasses and pickling look modules up there; two files never share a name.
+    """
     tag = hashlib.sha1(str(f.path).encode()).hexdigest()[:8]
-    spec = importlib.util.spec_from_file_location(f"evo_analyzer_{tag}_{f.name}", f.path)
+    name = f"evo_analyzer_{tag}_{f.name}"
+    spec = importlib.util.spec_from_file_location(name, f.path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {f.path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     return module
 
 

@@ -51,22 +51,30 @@ def ngram_stats(token_lists, n: int = 4) -> NgramStats:
         return NgramStats(n, ngram_counts, empty, empty.copy())
 
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))  # (rows,) offset of each row in `flat`
-    # Positions in `flat` where a complete n-gram of the same row begins.
-    row_of_ngram = np.repeat(np.arange(rows, dtype=np.int64), ngram_counts)  # (total,)
-    first_of_row = np.repeat(np.cumsum(ngram_counts) - ngram_counts, ngram_counts)  # (total,)
-    begin = starts[row_of_ngram] + (np.arange(total, dtype=np.int64) - first_of_row)  # (total,)
-
-    h = np.zeros(total, dtype=np.uint64)
+    # Rolling hash at every position of `flat` from shifted views (no gathers); positions whose
+    # n-gram would cross into the next row are dropped below.
+    m = len(flat) - n + 1
+    h = flat[:m].copy()  # (m,)
     with np.errstate(over="ignore"):  # uint64 arithmetic wraps by design
-        for j in range(n):  # n is small (<= 8); the loop is over n-gram width, not rows
-            h = h * _PRIME + (flat[begin + j] + np.uint64(1))
-        h = (h * _MIX) >> np.uint64(32)
-    keys = np.sort((row_of_ngram.astype(np.uint64) << np.uint64(32)) | h)  # (total,) grouped by row
+        for j in range(1, n):  # n is small; the loop is over n-gram width, not rows
+            np.multiply(h, _PRIME, out=h)
+            np.add(h, flat[j:m + j], out=h)
+        np.multiply(h, _MIX, out=h)
+    np.right_shift(h, np.uint64(32), out=h)
+    row_of_ngram = np.repeat(np.arange(rows, dtype=np.uint64), ngram_counts)  # (total,)
+    first_of_row = np.repeat(np.cumsum(ngram_counts) - ngram_counts, ngram_counts)  # (total,)
+    begin = np.repeat(starts, ngram_counts) + (np.arange(total, dtype=np.int64) - first_of_row)  # (total,)
+    keys = h[begin]  # (total,)
+    np.bitwise_or(keys, row_of_ngram << np.uint64(32), out=keys)
+    keys.sort()  # grouped by row, then by hash
 
-    run_start = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))  # (runs,)
+    run_start = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))  # (runs,) one run per distinct n-gram
     run_len = np.diff(np.append(run_start, total))  # (runs,)
-    run_row = (keys[run_start] >> np.uint64(32)).astype(np.int64)  # (runs,)
-    distinct = np.bincount(run_row, minlength=rows).astype(np.int64)
-    max_repeats = np.zeros(rows, dtype=np.int64)
-    np.maximum.at(max_repeats, run_row, run_len)
+    run_row = keys[run_start] >> np.uint64(32)  # (runs,) ascending
+    row_start = np.flatnonzero(np.concatenate(([True], run_row[1:] != run_row[:-1])))  # first run of each row with n-grams
+    present = run_row[row_start].astype(np.int64)
+    distinct = empty.copy()
+    distinct[present] = np.diff(np.append(row_start, len(run_row)))
+    max_repeats = empty.copy()
+    max_repeats[present] = np.maximum.reduceat(run_len, row_start)
     return NgramStats(n, ngram_counts, distinct, max_repeats)

@@ -139,3 +139,18 @@ def test_every_builtin_declares_a_layer_and_audits_are_named_audit(tmp_path):
     assert problems == []
     for a in analyzers:
         assert a["audit"] == a["path"].split("/")[-1].startswith("audit_")
+
+
+def test_analyzer_may_define_dataclasses_and_helpers(tmp_path, run):
+    ws = tmp_path / "analyzers"
+    write(ws, "with_dataclass.py", """\
+        from dataclasses import dataclass
+        LAYER = "signal"
+        @dataclass
+        class Threshold:
+            value: float = 0.5
+        def analyze(ctx):
+            return {"metrics": {"signal/threshold": Threshold().value}, "findings": []}
+        """)
+    diag = diagnose(run, recipe={}, analyzer_dirs=[BUILTINS, ws])
+    assert diag["metrics"]["signal/threshold"] == 0.5
