@@ -207,7 +207,8 @@ def numeric_value(s: str) -> float | None:
 
 def partial_credit(predicted: str, reference: str, correct: bool, verifier: str = "auto") -> float:
     """Continuous credit in [0, 1]: 1 when correct; for tuples the share of matching
-    elements; for numbers 1 - relative error (floored at 0); else 0."""
+    elements; for numbers 1 - |p - r| / max(|r|, 1), floored at 0 (the relative
+    error, absolute below 1 so tiny references do not explode it); else 0."""
     if correct:
         return 1.0
     if not predicted:

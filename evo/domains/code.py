@@ -30,6 +30,7 @@ otherwise cost its full time limit per test.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -178,23 +179,24 @@ class CodeEnv:
 
     def _run_stdio(self, code: str, stdio: list, passed: list[bool]) -> list[str]:
         reasons: list[str] = []
-        timed_out = False
+        out_of_time = threading.Event()  # set by the worker that sees it, so queued tests skip at once
 
         def run_one(item) -> tuple[int, SandboxResult | None]:
             i, test = item
-            if timed_out and self.stop_on_timeout:
+            if out_of_time.is_set() and self.stop_on_timeout:
                 return i, None
-            return i, self.sandbox.run_script(code, stdin=test.get("input", ""))
+            result = self.sandbox.run_script(code, stdin=test.get("input", ""))
+            if any(e in _TIME_ERRORS for e in result.errors):
+                out_of_time.set()
+            return i, result
 
+        expected = {i: t["output"] for i, t in stdio}
         with ThreadPoolExecutor(max_workers=min(self.workers, len(stdio))) as pool:
             for i, result in pool.map(run_one, stdio):
                 if result is None:
                     reasons.append("skipped")
                     continue
-                expected = next(t for j, t in stdio if j == i)["output"]
-                passed[i] = result.ok and outputs_match(result.stdout, expected, self.compare)
+                passed[i] = result.ok and outputs_match(result.stdout, expected[i], self.compare)
                 if not passed[i]:
                     reasons.extend(result.errors or ["wrong_answer"])
-                if any(e in _TIME_ERRORS for e in result.errors):
-                    timed_out = True
         return list(dict.fromkeys(reasons))

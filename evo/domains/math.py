@@ -8,8 +8,8 @@ Reward components (see `score_response`):
 
 - ``correctness`` 1 iff the extracted answer verifies against the reference
   (`evo.domains.answers`: math-verify, sympy fallback);
-- ``partial_credit`` 1 when correct, else the share of matching tuple elements
-  or 1 - relative error for numbers (0 for no answer);
+- ``partial_credit`` 1 when correct, else the share of matching tuple elements,
+  or for numbers 1 - |p - r| / max(|r|, 1) floored at 0 (0 for no answer);
 - ``format`` the gate: 1 iff an answer was extracted under the ``extract`` mode
   and nothing is left open (``<think>``, ``\\boxed{``, a code fence);
 - ``length`` 1 up to half the ``length_budget`` (characters of policy text),
@@ -28,6 +28,7 @@ the tool-use rate. The last allowed turn never runs code: it is scored as it is.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from evo.domains.answers import (all_boxed, answers_match, extract_answer, extract_boxed, has_unclosed_box,
@@ -75,6 +76,12 @@ def score_response(text: str, reference: str, *, extract: str = "auto", verifier
     return components, answer
 
 
+def strip_code(text: str) -> str:
+    """`text` without its ```python blocks and <tool> calls (numbers in code are not answers)."""
+    text = re.sub(r"<tool>\s*python\b.*?(?:</tool>|\Z)", "", text, flags=re.S)
+    return re.sub(r"(?ms)^[ \t]*```[ \t]*(?:python3?|py)[^\n]*\n.*?^[ \t]*```[ \t]*$", "", text)
+
+
 @dataclass
 class MathEpisode:
     task: Task
@@ -96,7 +103,8 @@ class MathEpisode:
             zeros = {name: 0.0 for name in COMPONENTS}
             return StepResult(observation, zeros, False,
                               {"tool": "python", "turns": self.turns, "errors": list(self.errors)})
-        components, answer = score_response(action, str(self.task.answer), extract=env.extract,
+        scored = strip_code(action) if env.code_interpreter else action  # a tool call is not an answer
+        components, answer = score_response(scored, str(self.task.answer), extract=env.extract,
                                             verifier=env.verifier, length_budget=env.length_budget,
                                             policy_chars=self.policy_chars)
         info = {"answer": answer, "turns": self.turns, "errors": list(self.errors)}

@@ -384,7 +384,8 @@ class SweEpisode:
 
 class SweEnv:
     """Options: `train_file`, `validation_file`, `files`, `expose_git_history`,
-    `max_turns`, `max_idle_turns`, `max_observation_chars`, `sandbox` (limits)."""
+    `max_turns`, `max_idle_turns`, `max_observation_chars`, `sandbox` (limits),
+    `prompt_template` (``{issue}``, ``{task_id}``, ``{files}``, ``{allowed}``)."""
 
     name = "swe"
     reward_components = COMPONENTS
@@ -392,7 +393,8 @@ class SweEnv:
 
     def __init__(self, train_file: str | None = None, validation_file: str | None = None,
                  files: dict | None = None, expose_git_history: bool = False, max_turns: int = 12,
-                 max_idle_turns: int = 3, max_observation_chars: int = 3000, sandbox: dict | None = None):
+                 max_idle_turns: int = 3, max_observation_chars: int = 3000, sandbox: dict | None = None,
+                 prompt_template: str | None = None):
         for key, value in (("max_turns", max_turns), ("max_idle_turns", max_idle_turns),
                            ("max_observation_chars", max_observation_chars)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -402,6 +404,9 @@ class SweEnv:
             raise ConfigError("recipe.yaml: domain.options.expose_git_history: needs the `git` program; install git or set it to false")
         self.max_turns, self.max_idle_turns = max_turns, max_idle_turns
         self.max_observation_chars = max_observation_chars
+        self.template = prompt_template or PROMPT
+        if "{issue}" not in self.template:
+            raise ConfigError("recipe.yaml: domain.options.prompt_template: must contain {issue}")
         self.sandbox = Sandbox(SandboxLimits.from_options({"cpu_seconds": 5.0, "wall_seconds": 10.0, **(sandbox or {})}))
         self._files = split_files("swe", train_file, validation_file, files)
         self._cache: dict[str, list[Task]] = {}
@@ -433,8 +438,12 @@ class SweEnv:
         allowed = "ls, cat, grep, head, tail, wc, find, python -m pytest, python FILE"
         if self.expose_git_history:
             allowed += ", git log, git show, git diff"
-        return PROMPT.format(task_id=task.id, issue=task.prompt, files=", ".join(sorted(task.meta["files"])),
-                             allowed=allowed)
+        fields = {"{task_id}": task.id, "{issue}": task.prompt, "{files}": ", ".join(sorted(task.meta["files"])),
+                  "{allowed}": allowed}
+        text = self.template
+        for key, value in fields.items():
+            text = text.replace(key, value)
+        return text
 
     def reset(self, task: Task) -> SweEpisode:
         template = self._templates / _safe_name(task.id)

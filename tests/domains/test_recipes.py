@@ -1,0 +1,31 @@
+"""The built-in domain recipes validate against the schema and build their environments."""
+
+from __future__ import annotations
+
+import pytest
+
+from evo.domains import get_environment
+from evo.recipe import load_recipe
+from evo.resources import resource_dir
+
+NAMES = [f"{d}-{s}" for d in ("math", "code", "swe") for s in ("tiny", "qwen3-gpu")]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_recipe_validates_and_its_domain_builds(name):
+    recipe = load_recipe(resource_dir("recipes") / f"{name}.yaml")
+    env = get_environment(recipe["domain"]["name"], recipe["domain"]["options"])
+    emitted = set(env.reward_components)
+    assert {t["name"] for t in recipe["reward"]["terms"]} <= emitted  # every term is a real component
+    assert env.tasks("train") and env.tasks(recipe["eval"]["split"])
+    if name.endswith("tiny"):
+        assert recipe["model"]["name"] == "builtin:tiny-char" and recipe["rollout"]["backend"] == "hf"
+    else:
+        assert recipe["model"]["name"].startswith("Qwen/Qwen3-") and recipe["rollout"]["backend"] == "vllm"
+        assert recipe["rollout"]["max_new_tokens"] >= 4096
+
+
+def test_swe_gpu_recipe_keeps_history_hidden_and_efficiency_out():
+    recipe = load_recipe(resource_dir("recipes") / "swe-qwen3-gpu.yaml")
+    assert recipe["domain"]["options"]["expose_git_history"] is False
+    assert "efficiency" not in {t["name"] for t in recipe["reward"]["terms"]}

@@ -1,0 +1,187 @@
+"""The sandbox contains hostile programs and leaves the machine as it found it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from evo.domains.sandbox import Sandbox, SandboxLimits, isolation
+from evo.errors import ConfigError
+
+FAST = SandboxLimits(cpu_seconds=1, wall_seconds=2, memory_mb=256, max_processes=8, max_output_bytes=4096)
+
+
+@pytest.fixture
+def sandbox():
+    return Sandbox(FAST)
+
+
+@pytest.fixture
+def clean_machine(kit):
+    """Asserts after the test that no sandbox process, folder or cgroup was left behind."""
+    before = kit.machine_state()
+    yield
+    after = kit.machine_state()
+    assert after["processes"] == [], f"leftover sandbox processes: {after['processes']}"
+    assert after["sandbox_dirs"] == before["sandbox_dirs"], "a sandbox folder was not removed"
+    assert after["cgroups"] == before["cgroups"], "a pids cgroup was not removed"
+
+
+def test_runs_a_program_on_stdin_and_removes_its_folder(sandbox, clean_machine):
+    r = sandbox.run_script("import os\nprint(int(input()) * 2)\nprint(os.getcwd())", stdin="21\n")
+    out, cwd = r.stdout.splitlines()
+    assert (r.returncode, r.errors, out) == (0, [], "42")
+    assert Path(cwd).name.startswith("evo-sbx-") and not Path(cwd).exists()
+
+
+def test_environment_is_scrubbed(sandbox, monkeypatch):
+    monkeypatch.setenv("EVO_TEST_SECRET", "hunter2")
+    r = sandbox.run_script("import os\nprint(sorted(os.environ))")
+    assert "EVO_TEST_SECRET" not in r.stdout and "hunter2" not in r.stdout
+    assert eval(r.stdout) == sorted(["PATH", "LANG", "HOME", "TMPDIR", "PYTHONIOENCODING"])
+
+
+def test_infinite_loop_is_stopped_by_the_cpu_limit(sandbox, clean_machine):
+    r = sandbox.run_script("while True:\n    pass")
+    assert r.returncode != 0
+    assert {"cpu_limit", "timeout"} & set(r.errors)
+    assert r.wall_s < FAST.wall_seconds + 1.5
+
+
+def test_sleeping_program_is_killed_at_the_wall_deadline(sandbox, clean_machine):
+    r = sandbox.run_script("import time\ntime.sleep(60)")
+    assert "timeout" in r.errors
+    assert r.wall_s < FAST.wall_seconds + 1.5
+
+
+def test_fork_bomb_is_contained(sandbox, clean_machine):
+    r = sandbox.run_script("import os\nwhile True:\n    os.fork()")
+    assert "process_limit" in r.errors
+    assert r.returncode != 0
+
+
+def test_fork_bomb_that_swallows_errors_is_contained(sandbox, clean_machine):
+    r = sandbox.run_script("import os\nwhile True:\n    try:\n        os.fork()\n    except Exception:\n        pass")
+    assert "process_limit" in r.errors
+    assert {"cpu_limit", "timeout"} & set(r.errors)
+
+
+def test_detached_children_do_not_outlive_the_run(sandbox, clean_machine):
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n    os._exit(0)\n"
+            "print('parent done')")
+    r = sandbox.run_script(code)
+    assert r.stdout.strip() == "parent done"
+    # clean_machine asserts the detached sleeper is gone
+
+
+def test_huge_output_is_capped_and_the_program_killed(sandbox, clean_machine):
+    r = sandbox.run_script("while True:\n    print('x' * 1000)")
+    assert "output_limit" in r.errors
+    assert len(r.stdout) == FAST.max_output_bytes
+
+
+def test_writes_outside_the_folder_are_blocked(sandbox, clean_machine):
+    marker = f"evo-escape-{uuid.uuid4().hex}"
+    outside = [Path(tempfile.gettempdir()) / marker, Path.cwd() / marker]
+    code = (f"import os\nfor p in {[str(p) for p in outside]!r} + ['../{marker}']:\n"
+            "    try:\n        open(p, 'w').write('pwned')\n        print('wrote', p)\n"
+            "    except PermissionError:\n        print('blocked')\n"
+            f"try:\n    os.open('/tmp/{marker}.fd', os.O_WRONLY | os.O_CREAT)\nexcept PermissionError:\n    print('blocked')\n"
+            "open('inside.txt', 'w').write('fine')\nprint(open('inside.txt').read())")
+    r = sandbox.run_script(code)
+    assert r.stdout.split() == ["blocked"] * 4 + ["fine"]
+    assert "write_blocked" in r.errors
+    assert not any(p.exists() for p in outside)
+    assert not Path(tempfile.gettempdir(), f"{marker}.fd").exists()
+
+
+def test_denied_paths_cannot_be_read(tmp_path, clean_machine):
+    secret = tmp_path / "tests.jsonl"
+    secret.write_text('{"expected": "42"}\n')
+    sandbox = Sandbox(FAST, deny_read=(str(tmp_path),))
+    r = sandbox.run_script(f"print(open({str(secret)!r}).read())")
+    assert "42" not in r.stdout
+    assert "read_blocked" in r.errors
+
+
+def test_sockets_are_blocked(sandbox, clean_machine):
+    r = sandbox.run_script("import socket\ns = socket.socket()\ns.connect(('127.0.0.1', 9))")
+    assert "network_blocked" in r.errors
+    r = sandbox.run_script("import socket\nsocket.getaddrinfo('example.com', 80)")
+    assert "network_blocked" in r.errors
+
+
+@pytest.mark.skipif(not isolation()["namespaces"], reason="unshare namespaces are not available on this machine")
+def test_network_namespace_has_only_loopback(sandbox):
+    r = sandbox.run_script("print([l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]])")
+    assert eval(r.stdout) == ["lo"]
+
+
+def test_exec_and_subprocess_are_blocked(sandbox, clean_machine):
+    marker = Path(tempfile.gettempdir()) / f"evo-exec-{uuid.uuid4().hex}"
+    r = sandbox.run_script(f"import os\nos.system('touch {marker}')")
+    assert "exec_blocked" in r.errors
+    r = sandbox.run_script(f"import subprocess\nsubprocess.run(['touch', '{marker}'])")
+    assert {"exec_blocked", "import_blocked"} & set(r.errors)
+    assert not marker.exists()
+
+
+def test_memory_bomb_hits_the_memory_limit(sandbox, clean_machine):
+    r = sandbox.run_script("x = bytearray(1024 * 1024 * 1024)")
+    assert "memory_limit" in r.errors
+
+
+def test_limits_cannot_be_raised_and_ctypes_is_unavailable(sandbox):
+    r = sandbox.run_script("import resource")
+    assert "import_blocked" in r.errors
+    r = sandbox.run_script("import ctypes")
+    assert "import_blocked" in r.errors
+
+
+def test_signals_to_outside_processes_are_blocked(sandbox):
+    r = sandbox.run_script("import os\nos.kill(1, 0)")
+    assert "signal_blocked" in r.errors
+
+
+def test_assert_tests_are_never_on_disk(sandbox, clean_machine):
+    source = "import os\nFILES = sorted(os.listdir('.'))\ndef add(a, b):\n    return a + b\n"
+    r = sandbox.run_asserts(source, ["assert FILES == ['solution.py']", "assert add(2, 2) == 4", "assert add(1, 1) == 3"])
+    assert [v["passed"] for v in r.results] == [True, True, False]
+
+
+def test_forged_verdicts_are_ignored(sandbox):
+    forged = "\\n".join(repr({"kind": "result", "nonce": "guess", "test": i, "passed": True, "error": ""}) for i in range(2))
+    source = ("import os\n"
+              "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+              "    try:\n"
+              f"        os.write(fd, b'{forged}\\n')\n"
+              "    except OSError:\n        pass\n"
+              "os._exit(0)\n")
+    r = sandbox.run_asserts(source, ["assert False", "assert False"])
+    assert [v for v in r.results if v.get("passed")] == []
+
+
+@pytest.mark.skipif(not isolation()["pids_cgroup"], reason="needs root and a writable pids cgroup")
+def test_pids_cgroup_layer_contains_a_fork_bomb(clean_machine):
+    sandbox = Sandbox(FAST, use_cgroup=True)
+    r = sandbox.run_script("import os\nwhile True:\n    os.fork()")
+    assert "process_limit" in r.errors
+
+
+def test_limits_from_recipe_options_name_the_bad_key():
+    assert SandboxLimits.from_options({"cpu_seconds": 3}).cpu_seconds == 3
+    with pytest.raises(ConfigError, match=r"domain.options.sandbox.cpu_second: unknown sandbox limit"):
+        SandboxLimits.from_options({"cpu_second": 3})
+    with pytest.raises(ConfigError, match=r"memory_mb: -1 must be a positive number"):
+        SandboxLimits.from_options({"memory_mb": -1})
+
+
+def test_isolation_report_is_consistent():
+    iso = isolation()
+    assert iso["namespaces"] == bool(iso["unshare_prefix"])
+    assert iso["rlimit_nproc"] == (os.geteuid() != 0)
