@@ -9,8 +9,6 @@ Findings:
   (or training) responses leave a block open; reports how many are truncated.
 """
 
-import numpy as np
-
 from evo.harness import kit
 
 LAYER = "behavior"

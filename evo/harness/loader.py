@@ -187,10 +187,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def run_analyzer(f: AnalyzerFile, ctx) -> AnalyzerResult:
-    """Load and run one analyzer; every failure is captured in the result, never raised."""
-    result = AnalyzerResult(f.name, f.path)
+def _fail(result: AnalyzerResult, exc: BaseException) -> AnalyzerResult:
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
+    result.status = "error"
+    result.error = str(exc) if isinstance(exc, BadResult) else _describe(exc)
+    result.metrics, result.findings, result.vetoes = {}, [], []
+    return result
+
+
+def prepare(f: AnalyzerFile) -> tuple[AnalyzerResult, ModuleType | None]:
+    """Import one analyzer and check its declarations; failures land in the result."""
+    result = AnalyzerResult(f.name, f.path, audit=f.name.startswith("audit_"))
     start = time.perf_counter()
+    module = None
     try:
         module = load_module(f)
         layer = getattr(module, "LAYER", None)
@@ -201,6 +211,17 @@ def run_analyzer(f: AnalyzerFile, ctx) -> AnalyzerResult:
         result.name = str(getattr(module, "NAME", f.name))
         if not callable(getattr(module, "analyze", None)):
             raise BadResult("no analyze(ctx) function")
+    except BaseException as exc:  # noqa: BLE001 - an analyzer must never crash the step
+        module = None
+        _fail(result, exc)
+    result.seconds = time.perf_counter() - start
+    return result, module
+
+
+def execute(result: AnalyzerResult, module: ModuleType, ctx) -> AnalyzerResult:
+    """Run a prepared analyzer and validate what it returns; failures land in the result."""
+    start = time.perf_counter()
+    try:
         out = module.analyze(ctx)
         if not isinstance(out, dict):
             raise BadResult(f"analyze(ctx) must return a dict with 'metrics' and 'findings', got {type(out).__name__}")
@@ -211,7 +232,7 @@ def run_analyzer(f: AnalyzerFile, ctx) -> AnalyzerResult:
         findings = out.get("findings") or []
         if not isinstance(findings, list):
             raise BadResult("'findings' must be a list")
-        result.findings = [_check_finding(x, layer) for x in findings]
+        result.findings = [_check_finding(x, result.layer) for x in findings]
         vetoes = out.get("vetoes") or []
         if not isinstance(vetoes, list):
             raise BadResult("'vetoes' must be a list")
@@ -219,13 +240,15 @@ def run_analyzer(f: AnalyzerFile, ctx) -> AnalyzerResult:
         if out.get("note"):
             result.note = str(out["note"])
     except BaseException as exc:  # noqa: BLE001 - an analyzer must never crash the step
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        result.status = "error"
-        result.error = str(exc) if isinstance(exc, BadResult) else _describe(exc)
-        result.metrics, result.findings, result.vetoes = {}, [], []
-    result.seconds = time.perf_counter() - start
+        _fail(result, exc)
+    result.seconds += time.perf_counter() - start
     return result
+
+
+def run_analyzer(f: AnalyzerFile, ctx) -> AnalyzerResult:
+    """Load and run one analyzer; every failure is captured in the result, never raised."""
+    result, module = prepare(f)
+    return execute(result, module, ctx) if module is not None else result
 
 
 def error_finding(result: AnalyzerResult, shown_path: str) -> dict:
@@ -238,24 +261,14 @@ def error_finding(result: AnalyzerResult, shown_path: str) -> dict:
     )
 
 
-def run_order(results_meta: list[tuple[AnalyzerFile, str, bool]]) -> list[AnalyzerFile]:
-    """Score, signal, behavior, version analyzers first, audits last (audits may read earlier caches)."""
-    return [f for f, _, _ in sorted(results_meta, key=lambda t: (t[2], LAYER_ORDER.get(t[1], 99), t[0].name))]
-
-
-def peek_layer(f: AnalyzerFile) -> tuple[str, bool]:
-    """Cheap (layer, audit) guess from the source text, only for ordering runs."""
-    text = f.path.read_text(encoding="utf-8", errors="replace")
-    audit = "AUDIT = True" in text or "AUDIT=True" in text or f.name.startswith("audit_")
-    for layer in LAYERS:
-        if f'LAYER = "{layer}"' in text or f"LAYER = '{layer}'" in text:
-            return layer, audit
-    return "", audit
-
-
 def run_all(files: list[AnalyzerFile], ctx) -> list[AnalyzerResult]:
-    ordered = run_order([(f, *peek_layer(f)) for f in files])
-    return [run_analyzer(f, ctx) for f in ordered]
+    """Run every analyzer: score, signal, behavior, version in that order, audits last.
+
+    Files that fail to import are reported in place and never run.
+    """
+    prepared = [prepare(f) for f in files]
+    prepared.sort(key=lambda p: (p[0].audit, LAYER_ORDER.get(p[0].layer, -1), p[0].name))
+    return [execute(result, module, ctx) if module is not None else result for result, module in prepared]
 
 
 def load_analyzers(dirs: Iterable[str | Path]) -> tuple[list[dict], list[dict]]:
@@ -266,16 +279,10 @@ def load_analyzers(dirs: Iterable[str | Path]) -> tuple[list[dict], list[dict]]:
     """
     analyzers, problems = [], []
     for f in discover(dirs):
-        try:
-            module = load_module(f)
-            layer = getattr(module, "LAYER", None)
-            if layer not in LAYERS:
-                raise BadResult(f"module-level LAYER must be one of {', '.join(LAYERS)}, got {layer!r}")
-            if not callable(getattr(module, "analyze", None)):
-                raise BadResult("no analyze(ctx) function")
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
-            problems.append({"file": str(f.path), "error": str(exc) if isinstance(exc, BadResult) else _describe(exc)})
+        result, module = prepare(f)
+        if module is None:
+            problems.append({"file": str(f.path), "error": result.error})
             continue
-        analyzers.append({"name": str(getattr(module, "NAME", f.name)), "path": str(f.path), "layer": layer,
-                          "audit": bool(getattr(module, "AUDIT", False)), "overrides": str(f.overrides) if f.overrides else None})
+        analyzers.append({"name": result.name, "path": str(f.path), "layer": result.layer, "audit": result.audit,
+                          "overrides": str(f.overrides) if f.overrides else None})
     return analyzers, problems

@@ -30,6 +30,7 @@ BROKEN = {
     "bad_key.py": "LAYER = 'signal'\ndef analyze(ctx):\n    return {'metrics': {'dead_groups': 0.5}, 'findings': []}\n",
     "bad_severity.py": "LAYER = 'behavior'\ndef analyze(ctx):\n    return {'metrics': {}, 'findings': [{'id': 'x', 'severity': 'panic', 'message': 'm'}]}\n",
     "no_layer.py": "def analyze(ctx):\n    return {'metrics': {}, 'findings': []}\n",
+    "exits.py": "import sys\nLAYER = 'score'\ndef analyze(ctx):\n    sys.exit(3)\n",
 }
 
 
@@ -47,6 +48,7 @@ def test_broken_workspace_analyzers_become_findings_not_crashes(tmp_path, run):
     assert "'dead_groups' is not namespaced" in by_name["bad_key"]["message"]
     assert "'panic'" in by_name["bad_severity"]["message"]
     assert "LAYER" in by_name["no_layer"]["message"]
+    assert "SystemExit" in by_name["exits"]["message"]
     assert all(f["severity"] == "warning" for f in errors)
     status = {a["name"]: a["status"] for a in diag["analyzers"]}
     assert status["raises"] == "error" and status["avg_at_k"] == "ok"
