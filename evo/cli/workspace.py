@@ -148,6 +148,7 @@ def register(group):
             from rich.markup import escape
 
             out = console()
+            out.soft_wrap = True  # one line per item, even when piped at 80 columns
             out.print(f"[bold]workspace[/] {d['workspace']}  ({d['domain']}, {d['model']}, agent {d['agent']})")
             r = d["recipe"]
             out.print(f"[bold]recipe[/]    {r.get('name') or ''} ({r['hash']})" if "hash" in r
