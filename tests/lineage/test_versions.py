@@ -138,6 +138,9 @@ def test_states_come_from_refs_and_events(lin, h):
     assert rec.outcome == "improvement" and rec.headline["value"] == 0.4 and rec.created
     assert Lineage.promoted_head(lin.read_all()).name == "v0"
     assert [r.name for r in Lineage.frontier(lin.read_all())] == ["v1"]
+    # v0 is judged against the untrained base model, named "base".
+    lin.append_event("v0", h.judged(0.14, -0.04, outcome="insufficient", baseline="base"))
+    assert lin.record("v0").outcome == "insufficient"
 
 
 def test_notes_follow_an_amended_commit(lin, ws, h):
