@@ -12,7 +12,6 @@ import difflib
 from typing import TYPE_CHECKING, Any
 
 from evo.errors import ConfigError, VersionError
-from evo.yamlio import parse_yaml
 
 if TYPE_CHECKING:
     from evo.lineage.store import Lineage
@@ -31,6 +30,8 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def recipe_changes(text_a: str, text_b: str, a: str, b: str) -> list[dict]:
+    from evo.yamlio import parse_yaml
+
     try:
         flat_a = flatten(parse_yaml(text_a, source=f"{a}:recipe.yaml")) if text_a else {}
         flat_b = flatten(parse_yaml(text_b, source=f"{b}:recipe.yaml")) if text_b else {}

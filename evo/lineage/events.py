@@ -12,23 +12,32 @@ produce the usual one-line message (path, bad value, fix).
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable
 
 import fastjsonschema
 
 from evo.errors import LineageError
-from evo.schemas import load_schema, validate
 
 SCHEMA = "lineage_event"
+# Read directly rather than through evo.schemas, whose import pulls in jsonschema
+# (~0.1 s); that is only needed to word an error.
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / f"{SCHEMA}.schema.json"
+
+
+@lru_cache(maxsize=None)
+def load_schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 def event_types() -> tuple[str, ...]:
     """The event types the schema knows, in schema order."""
-    return tuple(load_schema(SCHEMA)["properties"]["event"]["enum"])
+    return tuple(load_schema()["properties"]["event"]["enum"])
 
 
 def _inline(node: Any, defs: dict) -> Any:
@@ -45,7 +54,7 @@ def _inline(node: Any, defs: dict) -> Any:
 @lru_cache(maxsize=None)
 def _type_schemas() -> dict[str, dict]:
     """event type -> the common schema merged with that type's `then` branch."""
-    schema = load_schema(SCHEMA)
+    schema = load_schema()
     defs = schema.get("$defs", {})
     common = _inline({k: v for k, v in schema.items() if k not in ("allOf", "$defs", "$schema")}, defs)
     specific: dict[str, dict] = {}
@@ -82,6 +91,8 @@ def check_event(event: Any, *, source: str, fix: str = "") -> dict:
             fast_message = str(exc)
     else:
         fast_message = "not a lineage event"
+    from evo.schemas import validate
+
     suffix = f"; {fix}" if fix else ""
     try:
         validate(event, SCHEMA, source=source, error_cls=LineageError)

@@ -32,16 +32,24 @@ def repair_hint(commit: str) -> str:
 
 def parse_note(text: str, commit: str) -> list[dict]:
     """Parse and validate every line of the note on `commit`."""
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    try:  # one parse per note; the per-line parse below only runs to locate an error
+        parsed = json.loads("[" + ",".join(line for _, line in numbered) + "]")
+        if len(parsed) != len(numbered):
+            raise ValueError("a line holds more than one value")
+    except ValueError:
+        parsed = None
     events = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError as exc:
-            raise LineageError(
-                f"lineage note on commit {commit[:12]} line {number} is not JSON ({exc.msg}); {repair_hint(commit)}"
-            ) from None
+    for index, (number, line) in enumerate(numbered):
+        if parsed is not None:
+            event = parsed[index]
+        else:
+            try:
+                event = json.loads(line)
+            except ValueError as exc:
+                raise LineageError(
+                    f"lineage note on commit {commit[:12]} line {number} is not JSON ({exc.msg}); {repair_hint(commit)}"
+                ) from None
         who = event.get("version") if isinstance(event, dict) and isinstance(event.get("version"), str) else "?"
         check_event(event, source=f"lineage note of {who} on commit {commit[:12]} line {number}", fix=repair_hint(commit))
         events.append(event)
@@ -83,6 +91,7 @@ def read_all_events(repo: git.Repo, root: Path) -> dict[str, list[dict]]:
     listing = notes_list(repo)
     blobs = cat_file_batch(root, [blob for blob, _ in listing])
     by_version: dict[str, list[dict]] = {}
+    sources: dict[str, set[str]] = {}
     seen: set[tuple[str, str]] = set()
     for blob, commit in listing:
         for event in parse_note(blobs[blob].decode("utf-8"), commit):
@@ -91,8 +100,12 @@ def read_all_events(repo: git.Repo, root: Path) -> dict[str, list[dict]]:
                 continue
             seen.add(key)
             by_version.setdefault(event["version"], []).append(event)
-    for events in by_version.values():
-        events.sort(key=event_sort_key)
+            sources.setdefault(event["version"], set()).add(commit)
+    # One note is already in append order; only lines gathered from several
+    # notes (a move interrupted by a kill, merged clones) need ordering by time.
+    for version, events in by_version.items():
+        if len(sources[version]) > 1:
+            events.sort(key=event_sort_key)
     return by_version
 
 

@@ -21,7 +21,8 @@ from evo.lineage import compare, transitions
 from evo.lineage.checkouts import CheckoutMixin
 from evo.lineage.events import EPOCH, VersionRecord, check_event, complete_event, derive_state, event_sort_key, version_number
 from evo.lineage.gitio import BRANCH_PREFIX, PRUNED_PREFIX, TAG_PREFIX
-from evo.settings import SETTINGS_FILE
+
+SETTINGS_FILE = "evo.yaml"  # evo.settings.SETTINGS_FILE; not imported so reads skip jsonschema
 
 
 class Lineage(CheckoutMixin):

@@ -15,7 +15,6 @@ import git
 from evo.errors import VersionError, WorkspaceError
 from evo.lineage import gitio
 from evo.lineage.gitio import BRANCH_PREFIX, MAIN, PRUNED_PREFIX, TAG_PREFIX
-from evo.recipe import parse_recipe
 
 if TYPE_CHECKING:
     from evo.lineage.store import Lineage
@@ -62,6 +61,8 @@ def promote(lin: "Lineage", version: str, reason: str) -> str:
                                       "id": f"{version}-promoted-{merge_commit[:12]}"}):
             return merge_commit  # resumed after a kill between tag and event
         raise VersionError(f"{version} is already promoted (tag {tag})")
+    from evo.recipe import parse_recipe  # here, not at import: reads should not load jsonschema
+
     # A recipe that does not load must never become main's.
     parse_recipe(lin.file_at(version, "recipe.yaml"), source=f"recipe.yaml of {version}")
     g = lin.require_clean_main(f"promote {version}")
