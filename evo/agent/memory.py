@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evo.errors import AgentError
+
 
 MEMORY_DIR = "memory"
 FILES = ("lineage.md", "recurring_cases.md", "negative_evidence.md", "negative_evidence.jsonl", "search_notes.md")
@@ -41,7 +43,14 @@ class Memory:
             path = folder / name
             return path.read_text(encoding="utf-8") if path.exists() else ""
 
-        negative = [json.loads(line) for line in read("negative_evidence.jsonl").splitlines() if line.strip()]
+        negative = []
+        for lineno, line in enumerate(read("negative_evidence.jsonl").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                negative.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise AgentError(f"{folder / 'negative_evidence.jsonl'}: line {lineno} is not JSON; fix or delete that line") from None
         return cls(Path(root), read("lineage.md"), read("recurring_cases.md"), negative, read("search_notes.md"))
 
     def refuted(self, factor: str, change: str) -> dict | None:

@@ -22,7 +22,6 @@ Rules:
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from pathlib import Path
 

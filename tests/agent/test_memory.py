@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from evo.agent.memory import Memory, tried_on_path, update_memory
+from evo.errors import AgentError
 
 LINEAGE = [
     {"name": "v0", "parents": [], "state": "promoted", "intervention": None, "outcome": None, "headline": None},
@@ -96,3 +99,10 @@ def test_tried_on_path_follows_first_parents():
     assert ("filters.std_group", "filters.std_group.enabled: false → true") in tried
     assert ("rollout.max_new_tokens", "rollout.max_new_tokens: 4 → 8") in tried
     assert ("reward.terms", "reward.terms: a → b") not in tried  # a sibling branch, not an ancestor
+
+
+def test_malformed_negative_evidence_line_is_a_clear_error(tmp_path):
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "negative_evidence.jsonl").write_text('{"factor": "a", "change": "b"}\nnot json\n')
+    with pytest.raises(AgentError, match="negative_evidence.jsonl: line 2 is not JSON"):
+        Memory.load(tmp_path)
