@@ -79,17 +79,19 @@ def check_candidate(changed_paths: list[str], manifest: dict, recipe_before: dic
     kind, factor = manifest["kind"], manifest["factor"]
     paths = sorted({p.replace("\\", "/").removeprefix("./") for p in changed_paths})
     paths = [p for p in paths if not p.startswith(SCRATCH)]
-    if not paths:
-        raise _reject(f"the candidate changes nothing, but its manifest declares factor {factor!r}")
 
     allowed = settings.get("paths", {}).get("allowed", [])
     protected = settings.get("paths", {}).get("protected", [])
-    for path in paths:
+
+    def check_path(path: str) -> None:
         if not any(glob_match(path, g) for g in allowed):
             raise _reject(f"{path} is outside the paths an agent may change ({', '.join(allowed)}; evo.yaml paths.allowed)")
         hit = next((g for g in protected if glob_match(path, g)), None)
         if hit and not (kind == "harness" and path == factor):
             raise _reject(f"{path} is protected ({hit!r} in evo.yaml paths.protected); only a declared harness revision naming it as its factor may change it")
+
+    for path in paths:
+        check_path(path)
 
     try:
         after = parse_recipe(recipe_after_text, source="recipe.yaml")
@@ -100,6 +102,12 @@ def check_candidate(changed_paths: list[str], manifest: dict, recipe_before: dic
     except ConfigError:
         before = recipe_before  # already normalised by the caller; defaults make it valid
     diff = sorted(leaf_diff(before, after))
+    if not paths and not diff:
+        raise _reject(f"the candidate changes nothing, but its manifest declares factor {factor!r}")
+    if diff and "recipe.yaml" not in paths:
+        # The recipe is compared by content, so a change the caller's path list missed still counts.
+        check_path("recipe.yaml")
+        paths.append("recipe.yaml")
     factor_files = [p for p in paths if p != "recipe.yaml" and not p.startswith(BOOKKEEPING)]
 
     if "/" not in factor and factor not in paths:  # a recipe key

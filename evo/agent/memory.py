@@ -2,7 +2,7 @@
 
     lineage.md               a digest of every version, regenerated each step from the lineage notes
     recurring_cases.md       findings that recur across versions, with counts
-    negative_evidence.md     refuted interventions (pruned or judged regression), for people and prompts
+    negative_evidence.md     refuted interventions (judged a regression, or judged and pruned), for people and prompts
     negative_evidence.jsonl  the same, one JSON object a line, for the heuristic (`source: manual` lines are kept)
     search_notes.md          append-only notes: one line per judged version, plus anything a person adds
 
@@ -143,11 +143,17 @@ def render_recurring(cases: list[dict]) -> str:
 
 
 def negative_evidence(lineage: list[dict]) -> list[dict]:
-    """Interventions whose version was pruned or judged a regression, grouped by factor + change."""
+    """Interventions judged a regression, or judged and then pruned, grouped by factor + change.
+
+    A version pruned before it was ever judged (the guard rejected its diff, a
+    person rejected it at the gate) never produced evidence about its
+    intervention, so it refutes nothing.
+    """
     grouped: dict[tuple, dict] = {}
     for s in lineage:
         m = s.get("intervention")
-        if not m or not (s.get("state") == "pruned" or s.get("outcome") in REFUTING_OUTCOMES):
+        judged = s.get("outcome") is not None
+        if not m or not (s.get("outcome") in REFUTING_OUTCOMES or (s.get("state") == "pruned" and judged)):
             continue
         key = (m.get("factor"), m.get("change"))
         entry = grouped.setdefault(key, {"factor": key[0], "change": key[1], "kind": m.get("kind", "policy"),
@@ -159,7 +165,7 @@ def negative_evidence(lineage: list[dict]) -> list[dict]:
 
 def render_negative(entries: list[dict]) -> str:
     lines = ["# Negative evidence", "",
-             "_Interventions that were pruned or judged a regression. The heuristic never retries one;",
+             "_Interventions judged a regression, or judged and pruned. The heuristic never retries one;",
              "LLM agents are shown this list. Regenerated each step (manual lines in negative_evidence.jsonl are kept)._", ""]
     if not entries:
         lines.append("None yet.")

@@ -153,3 +153,13 @@ def test_rejects_an_empty_candidate(settings, before):
 ])
 def test_glob_semantics(path, pattern, expected):
     assert glob_match(path, pattern) is expected
+
+
+def test_recipe_change_counts_even_when_the_path_list_misses_it(settings, before):
+    # e.g. the second candidate of a step: recipe.yaml was already listed for the harness revision
+    check_candidate([], manifest(), before, recipe_text(**{"rollout.max_new_tokens": 8}), settings)
+    msg = rejected(settings, before, ["analyzers/echo.py"], manifest(kind="harness", factor="analyzers/echo.py"),
+                   recipe_text(**{"rollout.max_new_tokens": 8}))
+    assert "also changes the recipe" in msg
+    locked = dict(settings, paths={"allowed": ["analyzers/**"], "protected": []})
+    assert "recipe.yaml is outside" in rejected(locked, before, [], manifest(), recipe_text(**{"rollout.max_new_tokens": 8}))

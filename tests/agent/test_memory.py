@@ -106,3 +106,10 @@ def test_malformed_negative_evidence_line_is_a_clear_error(tmp_path):
     (tmp_path / "memory" / "negative_evidence.jsonl").write_text('{"factor": "a", "change": "b"}\nnot json\n')
     with pytest.raises(AgentError, match="negative_evidence.jsonl: line 2 is not JSON"):
         Memory.load(tmp_path)
+
+
+def test_a_version_pruned_before_judgement_refutes_nothing(tmp_path):
+    rejected = [{"name": "v5", "parents": ["v1"], "state": "pruned", "outcome": None, "headline": None,
+                 "intervention": {"kind": "policy", "factor": "rollout.max_new_tokens", "change": "rollout.max_new_tokens: 8 → 16"}}]
+    update_memory(tmp_path, LINEAGE + rejected, DIAGNOSES)
+    assert Memory.load(tmp_path).refuted("rollout.max_new_tokens", "rollout.max_new_tokens: 8 → 16") is None
