@@ -36,7 +36,11 @@ class Blocklist:
     @classmethod
     def from_context(cls, ctx) -> "Blocklist":
         block = cls()
-        entries = list(getattr(ctx.memory, "negative", None) or []) + negative_evidence(ctx.lineage or [])
+        remembered = list(getattr(ctx.memory, "negative", None) or [])
+        if ctx.lineage:
+            # The lineage is the source of truth; memory's lineage-derived lines are a cache that may lag a step.
+            remembered = [e for e in remembered if e.get("source") != "lineage"]
+        entries = remembered + negative_evidence(ctx.lineage or [])
         for e in entries:
             block.refuted[(e.get("factor"), e.get("change"))] = (
                 f"refuted by {', '.join(map(str, e.get('outcomes', []) or ['negative evidence']))} in {', '.join(e.get('versions', []) or ['memory'])}")
