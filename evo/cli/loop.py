@@ -33,7 +33,7 @@ def step_cmd(workspace, agent, dry_run, as_json):
     judge -> decide -> record. A killed step resumes with the next `evo step`.
     """
     report = _runner(workspace, agent, dry_run, as_json).run()
-    emit(report.as_dict(), as_json, _print_report)
+    emit(report.as_dict(), as_json, lambda _data: _print_report(report))
 
 
 @click.command("run")

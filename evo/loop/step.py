@@ -130,7 +130,8 @@ class StepRunner:
         version, parent = journal.version, journal.parents[0]
         report = StepReport(status="done", version=version, parents=list(journal.parents))
         parent_recipe = V.recipe_of(self.lineage, parent)
-        journal.complete("observe", {"parent": parent}) if not journal.is_done("observe") else None
+        if not journal.is_done("observe"):
+            journal.complete("observe", {"parent": parent})
 
         diag = self._phase(journal, "diagnose", lambda: self._diagnose_parent(parent, parent_recipe))
 
@@ -483,10 +484,7 @@ class StepRunner:
             shutil.rmtree(artifact_dir(self.root, self.settings, version), ignore_errors=True)
 
     def _ensure_clean_main(self) -> None:
-        dirty = self.lineage.dirty_paths()
-        if dirty:
-            shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
-            raise WorkspaceError(f"the workspace has uncommitted changes ({shown}); commit or discard them before `evo step`")
+        self.lineage.require_clean_main("`evo step`")
 
 
 def _severity_counts(diag: dict) -> dict:

@@ -27,18 +27,13 @@ def last_event(record, kind: str) -> dict | None:
 
 
 def promoted_head(records: dict) -> str:
-    """The most recently promoted version that has not been reverted."""
-    best, best_time = None, ""
-    for name, rec in records.items():
-        if rec.state != "promoted":
-            continue
-        ev = last_event(rec, "promoted")
-        when = (ev or {}).get("time", "")
-        if best is None or when > best_time or (when == best_time and _num(name) > _num(best)):
-            best, best_time = name, when
-    if best is None:
-        raise VersionError("no promoted version in this workspace; run `evo init` or promote a version with `evo promote vN`")
-    return best
+    """The name of the version main reflects (latest promotion not reverted)."""
+    from evo.lineage import Lineage
+
+    head = Lineage.promoted_head(records)
+    if head is None:
+        raise VersionError("no promoted version in this workspace; promote one with `evo promote vN`")
+    return head.name
 
 
 def _num(version: str) -> int:
@@ -46,7 +41,9 @@ def _num(version: str) -> int:
 
 
 def frontier(records: dict, exclude: str = "") -> list:
-    return [rec for name, rec in records.items() if rec.state == "frontier" and name != exclude]
+    from evo.lineage import Lineage
+
+    return [rec for rec in Lineage.frontier(records) if rec.name != exclude]
 
 
 def last_transition(records: dict) -> dict | None:
