@@ -132,6 +132,7 @@ class MathEnv:
     """Options: `train_file`, `validation_file`, `files` ({split: path}), `extract`
     (auto | boxed | last_number), `verifier` (auto | math_verify | sympy),
     `code_interpreter`, `max_turns`, `max_tool_output_chars`, `sandbox` (limits),
+    `tool_site_packages` (the tool may import installed packages such as sympy),
     `prompt_template` (with ``{problem}``), `length_budget` (characters)."""
 
     name = "math"
@@ -141,7 +142,8 @@ class MathEnv:
                  files: dict | None = None, extract: str = "auto", verifier: str = "auto",
                  code_interpreter: bool = False, max_turns: int | None = None,
                  max_tool_output_chars: int = 1000, sandbox: dict | None = None,
-                 prompt_template: str | None = None, length_budget: int = 4000):
+                 prompt_template: str | None = None, length_budget: int = 4000,
+                 tool_site_packages: bool = True):
         if extract not in _EXTRACT_MODES:
             raise ConfigError(f"recipe.yaml: domain.options.extract: {extract!r} is not one of {', '.join(_EXTRACT_MODES)}")
         if verifier not in _VERIFIERS:
@@ -162,8 +164,9 @@ class MathEnv:
         self.template = template
         self._files = split_files("math", train_file, validation_file, files)
         self._cache: dict[str, list[Task]] = {}
-        self._sandbox = Sandbox(SandboxLimits.from_options(sandbox), deny_read=tuple(map(str, self._files.values()))) \
-            if self.code_interpreter else None
+        self._sandbox = Sandbox(SandboxLimits.from_options({"cpu_seconds": 5.0, "wall_seconds": 10.0, **(sandbox or {})}),
+                                deny_read=tuple(map(str, self._files.values())),
+                                site_packages=tool_site_packages) if self.code_interpreter else None
 
     def tasks(self, split: str) -> list[Task]:
         if split not in self._files:

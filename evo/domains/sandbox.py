@@ -158,6 +158,37 @@ def _remove_cgroup(path: Path) -> None:
             time.sleep(0.005)
 
 
+def _reap(proc, block: bool = False) -> tuple[int | None, float]:
+    """(exit code or None, CPU seconds of the reaped process tree), via wait4 for its rusage."""
+    if proc.returncode is not None:
+        return proc.returncode, getattr(proc, "evo_cpu_s", 0.0)
+    try:
+        pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:
+        return proc.wait(), 0.0
+    if pid == 0:
+        return None, 0.0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.evo_cpu_s = usage.ru_utime + usage.ru_stime
+    return proc.returncode, proc.evo_cpu_s
+
+
+def _session_members(sid: int) -> list[int]:
+    """Live (non-zombie) processes of session `sid`."""
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != b"Z":  # fields: state, ppid, pgrp, session, ...
+            members.append(int(name))
+    return members
+
+
 def _safe_relpath(name: str) -> str:
     rel = os.path.normpath(name)
     if os.path.isabs(rel) or rel == ".." or rel.startswith(".." + os.sep):
@@ -169,11 +200,14 @@ class Sandbox:
     """Runs programs under `limits`; thread-safe (each run owns its folder and pipes)."""
 
     def __init__(self, limits: SandboxLimits | None = None, *, deny_read: tuple[str, ...] = (),
-                 use_cgroup: bool | None = None):
+                 use_cgroup: bool | None = None, site_packages: bool = False):
         """`deny_read`: paths the program may not read (task data). `use_cgroup`:
         None = a pids cgroup only where namespaces are missing; True = always
-        when available; False = never."""
+        when available; False = never. `site_packages`: let programs import the
+        installed packages (numpy, sympy) at the cost of a slower start; by
+        default they get the standard library only (``python -I -S``)."""
         self.limits = limits or SandboxLimits()
+        self.site_packages = bool(site_packages)
         self.deny_read = tuple(str(Path(p).resolve()) for p in deny_read)
         iso = isolation()
         self.use_cgroup = iso["pids_cgroup"] and (not iso["namespaces"] if use_cgroup is None else use_cgroup)
@@ -223,7 +257,8 @@ class Sandbox:
                            "max_file_bytes": int(limits.max_file_bytes),
                            "max_open_files": int(limits.max_open_files)},
             }
-            argv = iso["unshare_prefix"] + [sys.executable, "-I", "-S", "-c", _child_launcher(), repr(cfg)]
+            flags = ["-I"] if self.site_packages else ["-I", "-S"]
+            argv = iso["unshare_prefix"] + [sys.executable, *flags, "-c", _child_launcher(), repr(cfg)]
             if cgroup:  # join before anything forks; the child only reads pids.current
                 argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup)] + argv
             env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
@@ -236,8 +271,8 @@ class Sandbox:
                 os.close(events_w)
             out, err, events, why = self._communicate(proc, stdin_bytes, events_r, started)
             self._kill_all(proc, cgroup)
-            returncode = proc.wait()
-            return self._report(returncode, out, err, events, why, nonce, time.monotonic() - started)
+            returncode, cpu_s = _reap(proc, block=True)
+            return self._report(returncode, out, err, events, why, nonce, time.monotonic() - started, cpu_s)
         finally:
             if cgroup:
                 _remove_cgroup(cgroup)
@@ -303,7 +338,7 @@ class Sandbox:
                             key.fileobj.close()
                     elif read_from(key.fileobj, key.data) == "eof":
                         sel.unregister(key.fileobj)
-                if proc.poll() is not None:  # drain what the exited program wrote, then stop
+                if _reap(proc)[0] is not None:  # drain what the exited program wrote, then stop
                     for key in list(sel.get_map().values()):
                         while key.data != "in" and not why and read_from(key.fileobj, key.data) == "data":
                             pass
@@ -317,19 +352,34 @@ class Sandbox:
         return bytes(bufs["out"]), bytes(bufs["err"]), bytes(bufs["events"]), why
 
     def _kill_all(self, proc, cgroup: Path | None) -> None:
-        """SIGKILL the process group and every cgroup member; the namespace dies with its init."""
+        """SIGKILL the session's processes and every cgroup member, and wait until they are gone.
+
+        A run that exits by itself needs none of this (the namespace's init
+        leaves only after the kernel killed the rest). A killed run does: the
+        namespace dies a moment after its init, so we wait for the session
+        (started with `start_new_session`, id = the leader's pid) to empty.
+        """
+        exited = _reap(proc)[0] is not None
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
-        if cgroup:
-            for pid in _cgroup_pids(cgroup):
+        deadline = time.monotonic() + 2.0
+        while True:
+            members = _cgroup_pids(cgroup) if cgroup else []
+            if not exited or members:
+                members += _session_members(proc.pid)
+            for pid in members:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+            if not members or time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
 
-    def _report(self, returncode, out: bytes, err: bytes, events: bytes, why, nonce, wall_s) -> SandboxResult:
+    def _report(self, returncode, out: bytes, err: bytes, events: bytes, why, nonce, wall_s,
+                cpu_s: float) -> SandboxResult:
         result = SandboxResult(returncode=returncode, stdout=out.decode("utf-8", "replace"),
                                stderr=err.decode("utf-8", "replace"), wall_s=wall_s)
         exit_signal = -returncode if returncode is not None and returncode < 0 else None
@@ -350,7 +400,9 @@ class Sandbox:
         errors: list[str] = []
         if why:
             errors.append(why)
-        if exit_signal == signal.SIGXCPU:
+        # unshare reports a killed child as exit status 1, so the CPU time of the
+        # reaped tree also tells: a program that ignored SIGXCPU met the hard limit
+        if exit_signal == signal.SIGXCPU or (returncode != 0 and cpu_s >= self.limits.cpu_seconds * 0.98):
             errors.append("cpu_limit")
         elif exit_signal == signal.SIGXFSZ:
             errors.append("file_size_limit")

@@ -52,6 +52,12 @@ def test_infinite_loop_is_stopped_by_the_cpu_limit(sandbox, clean_machine):
     assert r.wall_s < FAST.wall_seconds + 1.5
 
 
+def test_ignoring_the_cpu_signal_does_not_help(clean_machine):
+    sandbox = Sandbox(SandboxLimits(cpu_seconds=1, wall_seconds=8))
+    r = sandbox.run_script("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass")
+    assert "cpu_limit" in r.errors and "timeout" not in r.errors  # the kernel's hard limit, one second later
+
+
 def test_sleeping_program_is_killed_at_the_wall_deadline(sandbox, clean_machine):
     r = sandbox.run_script("import time\ntime.sleep(60)")
     assert "timeout" in r.errors
@@ -136,16 +142,22 @@ def test_memory_bomb_hits_the_memory_limit(sandbox, clean_machine):
     assert "memory_limit" in r.errors
 
 
-def test_limits_cannot_be_raised_and_ctypes_is_unavailable(sandbox):
+def test_limits_cannot_be_raised_and_native_code_is_unreachable(sandbox):
     r = sandbox.run_script("import resource")
     assert "import_blocked" in r.errors
-    r = sandbox.run_script("import ctypes")
-    assert "import_blocked" in r.errors
+    r = sandbox.run_script("import ctypes\nprint(ctypes.sizeof(ctypes.c_long))")
+    assert r.ok  # the types are fine (sympy needs them) ...
+    r = sandbox.run_script("import ctypes\nctypes.CDLL('libc.so.6').fork()")
+    assert "native_code_blocked" in r.errors  # ... loading and calling native code is not
+    r = sandbox.run_script("import ctypes\nctypes.pythonapi.Py_IncRef")
+    assert "native_code_blocked" in r.errors
 
 
 def test_signals_to_outside_processes_are_blocked(sandbox):
-    r = sandbox.run_script("import os\nos.kill(1, 0)")
+    r = sandbox.run_script("import os\nos.kill(-1, 0)")  # every process we may signal (signal 0 only probes)
     assert "signal_blocked" in r.errors
+    r = sandbox.run_script("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)")
+    assert "signal_blocked" not in r.errors  # signalling itself is fine
 
 
 def test_assert_tests_are_never_on_disk(sandbox, clean_machine):
