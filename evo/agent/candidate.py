@@ -31,6 +31,7 @@ class Blocklist:
 
     refuted: dict[tuple, str] = field(default_factory=dict)  # (factor, change) -> why
     tried: set[tuple] = field(default_factory=set)
+    siblings: dict[tuple, str] = field(default_factory=dict)  # (factor, change) -> version tried from the same parent
     refuted_terms: list[tuple[dict, str]] = field(default_factory=list)  # (term pattern, skill name)
 
     @classmethod
@@ -45,6 +46,12 @@ class Blocklist:
             block.refuted[(e.get("factor"), e.get("change"))] = (
                 f"refuted by {', '.join(map(str, e.get('outcomes', []) or ['negative evidence']))} in {', '.join(e.get('versions', []) or ['memory'])}")
         block.tried = tried_on_path(ctx.lineage or [], ctx.parent)
+        if not ctx.harness_revised:
+            # Same parent, same change: a duplicate, unless the harness (e.g. eval.k) changed since, which makes it a re-test.
+            for s in ctx.lineage or []:
+                m = s.get("intervention")
+                if m and (s.get("parents") or [None])[0] == ctx.parent and s.get("name") != ctx.version:
+                    block.siblings[(m.get("factor"), m.get("change"))] = s["name"]
         for skill in ctx.skills or []:
             for pattern in skill.refutes:
                 if pattern.get("path") == "reward.terms" and pattern.get("term"):
@@ -56,6 +63,8 @@ class Blocklist:
             return self.refuted[(factor, change)]
         if (factor, change) in self.tried:
             return "already tried on the path from v0"
+        if (factor, change) in self.siblings:
+            return f"already tried from the same parent in {self.siblings[(factor, change)]}"
         if before is not None and after is not None:
             for pattern, skill in self.refuted_terms:
                 if term_added(before, after, pattern):

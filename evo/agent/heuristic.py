@@ -8,7 +8,9 @@ How it chooses (one call, one single-factor intervention):
    candidate is dropped when the patch changes nothing, when the resulting
    recipe is invalid, when the same factor + change is refuted (memory's
    negative evidence, pruned / regression versions in the lineage, a
-   negative-evidence skill), or when it is already on the path from v0.
+   negative-evidence skill), when it is already on the path from v0, or when
+   a sibling (same parent) already tried it — unless the harness was revised
+   in this step, which turns the repeat into a re-test (e.g. with more samples).
 2. Ranking by evidence strength, highest first (ties by skill name):
        strength = mean over evidence triggers of clip(|ln(value / threshold)|, 0, 2)
                 + 0.5 * severity weight of the strongest finding the skill answers

@@ -150,7 +150,9 @@ def parse_skill_text(text: str, path: Path, *, source: str = "builtin") -> Skill
         raise AgentError(format_error(jsonschema.exceptions.best_match(errors), str(path)))
     if meta["name"] != path.parent.name:
         raise AgentError(f"{path}: name: {meta['name']!r} differs from its folder {path.parent.name!r}; make them equal")
-    fields = {k: v for k, v in meta.items() if k in Skill.__dataclass_fields__ and v is not None}
+    # Other Agent Skills fields (license, allowed-tools, ...) are for coding agents; they are kept in the file only.
+    fields = {k: v for k, v in meta.items()
+              if k in Skill.__dataclass_fields__ and k not in ("body", "path", "source") and v is not None}
     skill = Skill(**fields, body=body.strip(), path=path, source=source)
     if skill.kind == "harness" and skill.analyzer is None and skill.analyzer_source is not None:
         skill.analyzer = skill.name.replace("-", "_")

@@ -289,3 +289,18 @@ def test_backtest_spec_replays_through_the_harness(kit, make_ctx, worktree, sett
     result = backtest(run_dir, proposal.manifest["backtest"], ctx.recipe)
     assert result["before"]["dead_groups"] == 4 and result["after"]["dead_groups"] == 0
     assert "100% of dead groups regain non-zero spread" in result["message"]
+
+
+def test_a_sibling_with_the_same_change_is_a_duplicate_unless_the_harness_changed(kit, make_ctx, settings):
+    lineage = [
+        {"name": "v0", "parents": [], "state": "promoted", "intervention": None},
+        {"name": "v1", "parents": ["v0"], "state": "frontier", "outcome": "insufficient",
+         "intervention": {"kind": "policy", "factor": "rollout.max_new_tokens", "change": "rollout.max_new_tokens: 4 → 8"}},
+    ]
+    agent = get_agent(settings)
+    first = agent.propose(make_ctx(kit.diagnosis(TRUNCATED), lineage=lineage))
+    assert first is None or first.manifest["change"] != "rollout.max_new_tokens: 4 → 8"
+    assert any("already tried from the same parent in v1" in n for n in agent.last_notes)
+    # after a harness revision in this step (e.g. eval.k raised), the same change is a meaningful re-test
+    retest = agent.propose(make_ctx(kit.diagnosis(TRUNCATED), lineage=lineage, harness_revised=True))
+    assert retest.manifest["change"] == "rollout.max_new_tokens: 4 → 8"
