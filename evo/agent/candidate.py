@@ -49,9 +49,11 @@ class Blocklist:
         if not ctx.harness_revised:
             # Same parent, same change: a duplicate, unless the harness (e.g. eval.k) changed since, which makes it a re-test.
             for s in ctx.lineage or []:
-                m = s.get("intervention")
-                if m and (s.get("parents") or [None])[0] == ctx.parent and s.get("name") != ctx.version:
-                    block.siblings[(m.get("factor"), m.get("change"))] = s["name"]
+                if (s.get("parents") or [None])[0] != ctx.parent or s.get("name") == ctx.version:
+                    continue
+                for m in (s.get("intervention"), s.get("harness_revision")):
+                    if m:
+                        block.siblings[(m.get("factor"), m.get("change"))] = s["name"]
         for skill in ctx.skills or []:
             for pattern in skill.refutes:
                 if pattern.get("path") == "reward.terms" and pattern.get("term"):

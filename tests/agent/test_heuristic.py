@@ -304,3 +304,15 @@ def test_a_sibling_with_the_same_change_is_a_duplicate_unless_the_harness_change
     # after a harness revision in this step (e.g. eval.k raised), the same change is a meaningful re-test
     retest = agent.propose(make_ctx(kit.diagnosis(TRUNCATED), lineage=lineage, harness_revised=True))
     assert retest.manifest["change"] == "rollout.max_new_tokens: 4 → 8"
+
+
+def test_a_siblings_harness_revision_is_not_repeated_either(kit, make_ctx, settings):
+    lineage = [
+        {"name": "v0", "parents": [], "state": "promoted", "intervention": None},
+        {"name": "v3", "parents": ["v0"], "state": "frontier", "outcome": "insufficient",
+         "harness_revision": {"kind": "harness", "factor": "eval.k", "change": "eval.k: 8 → 16"},
+         "intervention": {"kind": "policy", "factor": "rollout.max_new_tokens", "change": "rollout.max_new_tokens: 4 → 8"}},
+    ]
+    last = {"version": "v3", "outcome": "insufficient", "headline": {}}
+    proposal = get_agent(settings).propose(make_ctx(kit.diagnosis(TRUNCATED), lineage=lineage, last_outcome=last))
+    assert proposal is None or proposal.manifest["change"] not in ("eval.k: 8 → 16", "rollout.max_new_tokens: 4 → 8")
