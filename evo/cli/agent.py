@@ -168,7 +168,8 @@ def agent_propose(diagnosis_path: Path, recipe_path: Path | None, backend: str |
 @click.option("--recipe", "recipe_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--phase", type=click.Choice(["propose", "reflect"]), default="propose", show_default=True)
 @workspace_option
-def agent_prompt(diagnosis_path: Path, recipe_path: Path | None, phase: str, workspace: Path):
+@json_option
+def agent_prompt(diagnosis_path: Path, recipe_path: Path | None, phase: str, workspace: Path, as_json: bool):
     """Print the prompt an LLM agent would get, rendered from the workspace's trainer_prompts/."""
     import tempfile
 
@@ -176,7 +177,8 @@ def agent_prompt(diagnosis_path: Path, recipe_path: Path | None, phase: str, wor
 
     with tempfile.TemporaryDirectory(prefix="evo-agent-") as tmp:
         ctx, _ = _dry_context(workspace, diagnosis_path, recipe_path, phase, Path(tmp))
-        click.echo(render_prompt(ctx))
+        prompt = render_prompt(ctx)
+    emit({"phase": phase, "prompt": prompt}, as_json, lambda d: click.echo(d["prompt"]))
 
 
 def register(group):
