@@ -44,12 +44,10 @@ finish reason ``max_turns`` (abandonment).
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 import threading
 import weakref
@@ -59,23 +57,16 @@ from pathlib import Path
 from evo.domains.base import StepResult, Task
 from evo.domains.codeblocks import fenced_blocks
 from evo.domains.sandbox import Sandbox, SandboxLimits
+from evo.domains.swe_repo import (GIT_SUBCOMMANDS, READ_ONLY, build_repository, git, git_argument_ok,
+                                  is_test_file, path_argument_ok, run_readonly, test_ids)
 from evo.domains.taskfiles import read_jsonl, split_files, task_id, unknown_split
 from evo.errors import ConfigError
 
 COMPONENTS = ("correctness", "partial_credit", "format", "efficiency", "edit_verify", "exploration")
 ACTION = re.compile(r"^[ \t]*(read|edit|run_tests|shell|submit)\b[ \t]*(.*)$", re.M)
-READ_ONLY = {"ls", "cat", "grep", "head", "tail", "wc", "find"}
-FIND_FORBIDDEN = {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
-GIT_SUBCOMMANDS = {"log", "show", "diff"}
-GIT_FORBIDDEN = ("--output", "--ext-diff", "-c", "--exec-path", "--git-dir", "--work-tree", "--textconv")
 EXPLORING = ("read", "shell:ls", "shell:cat", "shell:grep", "shell:head", "shell:tail", "shell:wc", "shell:find",
              "shell:git log", "shell:git show", "shell:git diff")
 OBSERVATION = "\nObservation:\n{text}\n"
-_GIT_ENV = {"GIT_AUTHOR_NAME": "dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "dev",
-            "GIT_COMMITTER_EMAIL": "dev@example.com", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
-            "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z", "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat",
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-
 PROMPT = """You are fixing a bug in a small Python repository ({task_id}).
 Issue: {issue}
 Files: {files}
@@ -86,56 +77,6 @@ Reply with exactly one action per turn, on its own line:
   shell CMD   ({allowed})
   submit      (when the tests pass)
 """
-
-
-def is_test_file(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.startswith("test_") and name.endswith(".py")
-
-
-def test_ids(files: dict[str, str]) -> list[str]:
-    """Test ids (``file::func`` / ``file::Class::method``) found statically in the test files."""
-    ids = []
-    for path in sorted(p for p in files if is_test_file(p)):
-        try:
-            tree = ast.parse(files[path])
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-                ids.append(f"{path}::{node.name}")
-            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-                ids += [f"{path}::{node.name}::{m.name}" for m in node.body
-                        if isinstance(m, ast.FunctionDef) and m.name.startswith("test")]
-    return ids
-
-
-def _git(repo: Path, *args: str, input_text: str | None = None, timeout: float = 10) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=repo, env={**_GIT_ENV, "HOME": str(repo)}, input=input_text,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def _write_files(root: Path, files: dict[str, str]) -> None:
-    for rel, content in files.items():
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-
-
-def build_repository(dest: Path, task: Task, with_history: bool) -> None:
-    """Create the task's repository in `dest` (git history with the fix, or a plain folder)."""
-    dest.mkdir(parents=True)
-    files, fix = task.meta["files"], task.meta["fix"]
-    if not with_history:
-        _write_files(dest, files)
-        return
-    _write_files(dest, {**files, **fix})
-    for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-q", "-m", "Initial implementation")):
-        _git(dest, *args).check_returncode()
-    _write_files(dest, files)
-    message = task.meta.get("commit_message") or "Refactor for readability"
-    for args in (("add", "-A"), ("commit", "-q", "-m", message)):
-        _git(dest, *args).check_returncode()
 
 
 @dataclass
@@ -248,7 +189,7 @@ class SweEpisode:
         if not patch.endswith("\n"):
             patch += "\n"
         for strip in ("-p1", "-p0"):
-            result = _git(self.repo, "apply", "--recount", "--whitespace=nowarn", strip, "-", input_text=patch)
+            result = git(self.repo, "apply", "--recount", "--whitespace=nowarn", strip, "-", input_text=patch)
             if result.returncode == 0:
                 break
         else:
@@ -282,22 +223,17 @@ class SweEpisode:
         if prog == "git":
             if not self.env.expose_git_history:
                 return self._refuse(name, "git: not available in this repository")
-            if len(argv) < 2 or argv[1] not in GIT_SUBCOMMANDS or any(a.startswith(GIT_FORBIDDEN) for a in argv[2:]):
-                return self._refuse(name, "git: only git log, git show and git diff are allowed")
+            if len(argv) < 2 or argv[1] not in GIT_SUBCOMMANDS or not all(map(git_argument_ok, argv[2:])):
+                return self._refuse(name, "git: only git log, git show and git diff inside the repository are allowed")
             self.read_git_history = True
-            result = _git(self.repo, "--no-pager", argv[1], "--no-color", *argv[2:])
+            result = git(self.repo, "--no-pager", argv[1], "--no-color", *argv[2:])
             return name, self._cap(result.stdout + result.stderr) or "(no output)"
         if prog not in READ_ONLY:
             return self._refuse(name, f"{prog}: not allowed; use ls, cat, grep, head, tail, wc, find, python -m pytest")
-        for a in argv[1:]:
-            if os.path.isabs(a) or ".." in Path(a).parts or ".git" in Path(a).parts or a in FIND_FORBIDDEN:
-                return self._refuse(name, f"{prog}: argument {a!r} is not allowed")
-        try:
-            result = subprocess.run(argv, cwd=self.repo, capture_output=True, text=True, timeout=5,
-                                    env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return name, f"{prog}: {type(exc).__name__}"
-        return name, self._cap(result.stdout + result.stderr) or "(no output)"
+        bad = next((a for a in argv[1:] if not path_argument_ok(a)), None)
+        if bad is not None:
+            return self._refuse(name, f"{prog}: argument {bad!r} is not allowed")
+        return name, self._cap(run_readonly(self.repo, argv)) or "(no output)"
 
     def _refuse(self, name: str, message: str) -> tuple[str, str]:
         if "command_refused" not in self.errors:

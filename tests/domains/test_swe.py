@@ -111,6 +111,15 @@ def test_hostile_code_in_the_repository_is_contained(hidden, kit):
     assert after["processes"] == [] and after["sandbox_dirs"] == before["sandbox_dirs"]
 
 
+def test_shell_arguments_cannot_reach_outside(exposed, kit):
+    actions = ["shell grep --file=../../../etc/passwd x util.py", "shell git diff --no-index ../../../etc/hostname util.py",
+               "shell git log --output=leak.txt", "shell grep -c return util.py", "submit"]
+    traj, _ = run(exposed, clamp_task(exposed), actions, kit)
+    assert traj.text.count("is not allowed") + traj.text.count("are allowed") == 3
+    assert "\nObservation:\n3\n" in traj.text  # grep -c is fine
+    assert not (traj.info["extra"]["git_history_access"])
+
+
 def test_hidden_history_refuses_git(hidden, kit):
     traj, _ = run(hidden, clamp_task(hidden), swe_history_leak_policy, kit)
     assert traj.info["tools"][0] == "shell:git log" and "git: not available" in traj.text
