@@ -34,7 +34,7 @@ class AgentContext:
     recipe: dict  # the parent's normalised recipe
     diagnosis: dict  # the parent's diagnosis.json
     settings: dict
-    last_outcome: dict | None = None  # the parent's `judged` event: outcome, headline {metric, value, delta, ci_low, ci_high}
+    last_outcome: dict | None = None  # the last transition's `judged` event (+ "version"): outcome, headline {metric, value, delta, ci_low, ci_high}
     lineage: list[dict] = field(default_factory=list)  # name, parents, state, intervention, outcome, headline
     memory: Any = None  # evo.agent.memory.Memory
     skills: list = field(default_factory=list)  # evo.agent.skills.Skill

@@ -248,7 +248,7 @@ class StepRunner:
         )
         manifests, usage = [], {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "turns": 0}
         recipe_before = parent_recipe
-        checked: set[str] = set()
+        seen: dict[str, str] = {}  # path -> content digest after the previous proposal
         violation = None
         for attempt in range(2):
             self.say(f"agent ({agent.name}): {ctx.phase}")
@@ -257,16 +257,17 @@ class StepRunner:
                 break
             for key in usage:
                 usage[key] += proposal.usage.get(key, 0) or 0
-            changed = [p for p in self.lineage.worktree_changes(version) if p not in checked]
+            # Only what this proposal changed: paths whose content moved since the previous one.
+            changed = [p for p in self.lineage.worktree_changes(version)
+                       if _digest(Path(worktree) / p) != seen.get(p)]
             recipe_text = (Path(worktree) / "recipe.yaml").read_text()
+            manifests.append(proposal.manifest)
             try:
                 check_candidate(changed, proposal.manifest, recipe_before, recipe_text, self.settings)
             except AgentError as exc:
                 violation = str(exc)
-                manifests.append(proposal.manifest)
                 break
-            manifests.append(proposal.manifest)
-            checked.update(changed)
+            seen.update({p: _digest(Path(worktree) / p) for p in changed})
             if proposal.manifest.get("kind") != "harness" or attempt == 1:
                 break
             # A harness revision: re-diagnose the parent with the revised harness, then ask again.
@@ -485,6 +486,13 @@ class StepRunner:
 
     def _ensure_clean_main(self) -> None:
         self.lineage.require_clean_main("`evo step`")
+
+
+def _digest(path: Path) -> str:
+    """Content digest of a worktree file ("" when deleted)."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
 
 
 def _severity_counts(diag: dict) -> dict:
