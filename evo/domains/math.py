@@ -36,7 +36,7 @@ from evo.domains.answers import (all_boxed, answers_match, extract_answer, extra
 from evo.domains.base import StepResult, Task
 from evo.domains.codeblocks import fenced_blocks, last_python_block, tool_call
 from evo.domains.sandbox import Sandbox, SandboxLimits
-from evo.domains.taskfiles import read_jsonl, split_files, task_id, unknown_split
+from evo.domains.taskfiles import read_jsonl, shipped_dir, split_files, task_id, unknown_split
 from evo.errors import ConfigError
 
 COMPONENTS = ("correctness", "partial_credit", "format", "length", "judge_if")
@@ -165,7 +165,7 @@ class MathEnv:
         self._files = split_files("math", train_file, validation_file, files)
         self._cache: dict[str, list[Task]] = {}
         self._sandbox = Sandbox(SandboxLimits.from_options({"cpu_seconds": 5.0, "wall_seconds": 10.0, **(sandbox or {})}),
-                                deny_read=tuple(map(str, self._files.values())),
+                                deny_read=tuple(sorted({str(p) for p in self._files.values()} | {str(shipped_dir("math"))})),
                                 site_packages=tool_site_packages) if self.code_interpreter else None
 
     def tasks(self, split: str) -> list[Task]:

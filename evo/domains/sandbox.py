@@ -410,6 +410,8 @@ class Sandbox:
             errors.append(f"signal_{signal.Signals(exit_signal).name}" if exit_signal in signal.valid_signals() else "killed")
         if "MemoryError" in result.stderr[-2000:]:
             errors.append("memory_limit")
+        if "File too large" in result.stderr[-2000:]:  # Python ignores SIGXFSZ, so the write fails with EFBIG
+            errors.append("file_size_limit")
         for event in result.blocked:
             if event["what"] not in errors:
                 errors.append(event["what"])

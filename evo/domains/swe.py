@@ -59,7 +59,7 @@ from evo.domains.codeblocks import fenced_blocks
 from evo.domains.sandbox import Sandbox, SandboxLimits
 from evo.domains.swe_repo import (GIT_SUBCOMMANDS, READ_ONLY, build_repository, git, git_argument_ok,
                                   is_test_file, path_argument_ok, run_readonly, test_ids)
-from evo.domains.taskfiles import read_jsonl, split_files, task_id, unknown_split
+from evo.domains.taskfiles import read_jsonl, shipped_dir, split_files, task_id, unknown_split
 from evo.errors import ConfigError
 
 COMPONENTS = ("correctness", "partial_credit", "format", "efficiency", "edit_verify", "exploration")
@@ -343,8 +343,10 @@ class SweEnv:
         self.template = prompt_template or PROMPT
         if "{issue}" not in self.template:
             raise ConfigError("recipe.yaml: domain.options.prompt_template: must contain {issue}")
-        self.sandbox = Sandbox(SandboxLimits.from_options({"cpu_seconds": 5.0, "wall_seconds": 10.0, **(sandbox or {})}))
         self._files = split_files("swe", train_file, validation_file, files)
+        deny = sorted({str(p) for p in self._files.values()} | {str(shipped_dir("swe"))})  # the task files hold the fix
+        self.sandbox = Sandbox(SandboxLimits.from_options({"cpu_seconds": 5.0, "wall_seconds": 10.0, **(sandbox or {})}),
+                               deny_read=tuple(deny))
         self._cache: dict[str, list[Task]] = {}
         self._templates = Path(tempfile.mkdtemp(prefix="evo-swe-templates-"))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._templates), True)

@@ -134,3 +134,24 @@ def test_tool_use_without_an_answer_ends_at_max_turns(tool_env, kit):
 def test_without_the_tool_code_is_just_text(env, kit):
     c, info = kit.score_one(env, HALF, "```python\nprint(3/4)\n```")
     assert "tool" not in info and info["answer"] == "3/4"  # auto mode read the last number; nothing ran
+
+
+@pytest.mark.xfail(strict=True, reason="analyzers/audit_leakage.py counts the policy's own tool output as an "
+                   "answer from the environment; reported to the harness owner")
+def test_legitimate_tool_use_is_not_vetoed_as_a_leak(tmp_path):
+    from evo.harness.context import AnalyzerContext, RunArtifacts
+    from evo.harness.loader import AnalyzerFile, run_analyzer
+    from evo.recipe import load_recipe, set_path
+    from evo.resources import resource_dir
+    from evo.train.evaluate import evaluate
+
+    data = tmp_path / "sum.jsonl"
+    data.write_text(json.dumps({"problem": "What is 1000 + 234?", "answer": "1234"}) + "\n")
+    recipe = load_recipe(resource_dir("recipes") / "math-tiny.yaml")
+    recipe = set_path(recipe, "domain.options", {"code_interpreter": True, "validation_file": str(data)})
+    recipe = set_path(set_path(recipe, "rollout.max_new_tokens", 400), "eval.k", 1)
+    policy = ScriptedPolicy(["```python\nprint(1000 + 234)\n```", "The sum is \\boxed{1234}."])
+    assert evaluate(policy, recipe, tmp_path / "run")["avg_at_k"] == 1.0
+    audit = resource_dir("analyzers") / "audit_leakage.py"
+    result = run_analyzer(AnalyzerFile("audit_leakage", audit), AnalyzerContext(run=RunArtifacts(tmp_path / "run"), recipe=recipe))
+    assert result.status == "ok" and result.vetoes == []

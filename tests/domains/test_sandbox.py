@@ -140,6 +140,14 @@ def test_memory_bomb_hits_the_memory_limit(sandbox, clean_machine):
     assert "memory_limit" in r.errors
 
 
+def test_file_size_and_open_file_limits(clean_machine):
+    sandbox = Sandbox(SandboxLimits(max_file_bytes=1024 * 1024, max_open_files=32))
+    r = sandbox.run_script("open('big.bin', 'wb').write(b'x' * (8 * 1024 * 1024))")
+    assert "file_size_limit" in r.errors
+    r = sandbox.run_script("fs = [open('f%d' % i, 'w') for i in range(100)]")
+    assert "Too many open files" in r.stderr and r.returncode != 0
+
+
 def test_limits_cannot_be_raised_and_native_code_is_unreachable(sandbox):
     r = sandbox.run_script("import resource")
     assert "import_blocked" in r.errors

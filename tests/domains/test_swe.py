@@ -120,6 +120,15 @@ def test_shell_arguments_cannot_reach_outside(exposed, kit):
     assert not (traj.info["extra"]["git_history_access"])
 
 
+def test_the_task_file_with_the_fix_is_unreadable_from_the_repository(hidden, kit):
+    from evo.domains.taskfiles import shipped_dir
+
+    path = shipped_dir("swe") / "validation.jsonl"
+    snoop = f"edit snoop.py\n```python\nprint(open({str(path)!r}).read())\n```"
+    traj, _ = run(hidden, clamp_task(hidden), [snoop, "shell python snoop.py", "submit"], kit)
+    assert "read_blocked" in traj.text and "return hi" not in traj.text
+
+
 def test_hidden_history_refuses_git(hidden, kit):
     traj, _ = run(hidden, clamp_task(hidden), swe_history_leak_policy, kit)
     assert traj.info["tools"][0] == "shell:git log" and "git: not available" in traj.text
