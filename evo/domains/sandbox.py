@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from evo.errors import ConfigError
+from evo.errors import ConfigError, TrainError
 
 _CHILD_SOURCE_PATH = Path(__file__).with_name("sandbox_child.py")
 _CGROUP_PIDS_ROOT = Path("/sys/fs/cgroup/pids")
@@ -267,6 +267,9 @@ class Sandbox:
                 proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, cwd=workdir, env=env,
                                         pass_fds=(events_w,), start_new_session=True)
+            except OSError as exc:
+                os.close(events_r)
+                raise TrainError(f"sandbox: cannot start {argv[0]} ({exc}); check that Python and unshare run here") from None
             finally:
                 os.close(events_w)
             out, err, events, why = self._communicate(proc, stdin_bytes, events_r, started)
