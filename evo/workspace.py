@@ -34,9 +34,18 @@ def available_domains() -> list[str]:
     return sorted(p.name[: -len("-tiny.yaml")] for p in resource_dir("recipes").glob("*-tiny.yaml"))
 
 
-def baseline_recipe_text(domain: str, model: str | None) -> str:
-    """The built-in tiny recipe of `domain`, with `model.name` replaced when given."""
-    path = resource_dir("recipes") / f"{domain}-tiny.yaml"
+def baseline_recipe_text(domain: str, model: str | None, recipe: str | Path | None = None) -> str:
+    """The baseline recipe: `recipe` when given (e.g. a human-engineered one), else the
+    built-in tiny recipe of `domain`; `model.name` replaced when `model` is given."""
+    if recipe is not None:
+        path = Path(recipe).expanduser()
+        if not path.is_file():
+            raise WorkspaceError(f"--recipe: {str(path)!r} is not a file; give the path of a recipe YAML")
+        found = parse_recipe(path.read_text(encoding="utf-8"), source=str(path))["domain"]["name"]
+        if found != domain:
+            raise WorkspaceError(f"--recipe: {path} trains domain {found!r} but --domain is {domain!r}; drop --domain or pick a matching recipe")
+    else:
+        path = resource_dir("recipes") / f"{domain}-tiny.yaml"
     if not path.is_file():
         raise WorkspaceError(
             f"--domain: unknown domain {domain!r} (no built-in recipe {domain}-tiny.yaml); "
@@ -99,7 +108,7 @@ def _builtin_folder(kind: str) -> Path | None:
 
 
 def init_workspace(path: str | Path, domain: str | None = None, model: str | None = None,
-                   agent: str | None = None, force: bool = False) -> Path:
+                   agent: str | None = None, force: bool = False, recipe: str | Path | None = None) -> Path:
     """Create a workspace at `path` and commit its baseline as v0; returns the root.
 
     `path` may be missing, empty, or an empty git repository (e.g. a fresh clone);
@@ -112,9 +121,11 @@ def init_workspace(path: str | Path, domain: str | None = None, model: str | Non
         raise WorkspaceError(f"'{root}' is already an EvoTrainer workspace (v0 exists); nothing changed")
     if root.exists() and not root.is_dir():
         raise WorkspaceError(f"'{root}' is a file; give a folder for the workspace")
+    if recipe is not None and domain is None and Path(recipe).is_file():
+        domain = parse_recipe(Path(recipe).read_text(encoding="utf-8"), source=str(recipe))["domain"]["name"]
     domain = domain or DEFAULT_DOMAIN
     agent = agent or DEFAULT_AGENT
-    recipe_text = baseline_recipe_text(domain, model)
+    recipe_text = baseline_recipe_text(domain, model, recipe)
     recipe_model = parse_recipe(recipe_text)["model"]["name"]
     settings_text = render_settings(domain, model or recipe_model, agent)
 

@@ -75,9 +75,11 @@ def register(group):
     @click.option("--model", default=None, help="Base model: builtin:tiny-char, a Hugging Face id or a local path.")
     @click.option("--agent", type=click.Choice(["heuristic", "claude", "command"]), default=None,
                   help="Trainer agent backend (default heuristic, offline).")
+    @click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                  help="Baseline recipe for v0 instead of the domain's built-in one (e.g. a human-engineered recipe).")
     @click.option("--force", is_flag=True, help="Turn a non-empty folder into a workspace.")
     @json_option
-    def init_cmd(directory: Path, domain, model, agent, force, as_json):
+    def init_cmd(directory: Path, domain, model, agent, recipe, force, as_json):
         """Create a workspace in DIRECTORY (default: here) and commit its baseline as v0.
 
         Makes a git repository (or adopts an empty one) from the workspace
@@ -93,7 +95,7 @@ def register(group):
             emit({"workspace": str(root), "created": False}, as_json,
                  lambda d: click.echo(f"{root} is already an EvoTrainer workspace; nothing changed"))
             return
-        init_workspace(root, domain=domain, model=model, agent=agent, force=force)
+        init_workspace(root, domain=domain, model=model, agent=agent, force=force, recipe=recipe)
         rec = Lineage.open(root).record("v0")
         from evo.settings import load_settings
 
