@@ -13,7 +13,10 @@ def _awaiting(lineage, version: str):
     if version not in records:
         raise VersionError(f"unknown version {version!r}; `evo log` lists the versions")
     rec = records[version]
-    if rec.state != "awaiting-approval":
+    # By events, not state: a baseline waiting to be trained is promoted and waiting at once.
+    last_gate = max((i for i, ev in enumerate(rec.events) if ev["event"] == "gated"), default=-1)
+    decided = any(ev["event"] in ("approved", "rejected") for ev in rec.events[last_gate + 1:])
+    if last_gate < 0 or rec.events[last_gate].get("status") != "awaiting-approval" or decided:
         raise VersionError(f"{version} is not awaiting approval (state: {rec.state}); nothing to approve or reject")
     return rec
 
@@ -36,10 +39,11 @@ def reject(root: Path, version: str, reason: str, by: str = "user") -> dict:
 
     lineage = Lineage.open(root)
     with workspace_lock(root, "evo reject"):
-        _awaiting(lineage, version)
+        rec = _awaiting(lineage, version)
         lineage.append_event(version, {"id": f"{version}:rejected", "event": "rejected", "version": version,
                                        "reason": reason, "by": by})
-        lineage.prune(version, f"rejected at the cost gate: {reason}")
+        if rec.parents:  # a candidate is pruned as evidence; the baseline simply stays untrained
+            lineage.prune(version, f"rejected at the cost gate: {reason}")
         journal = Journal.load(root)
         if journal is not None and journal.version == version:
             journal.finish()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from evo.errors import AgentError, EvoError, WorkspaceError
+from evo.errors import AgentError, EvoError
 from evo.loop import gate as gating
 from evo.loop import versions as V
 from evo.loop.decide import decide
@@ -66,38 +66,37 @@ class StepRunner:
         with workspace_lock(self.root, "evo step" + (" --dry-run" if self.dry_run else "")):
             journal = Journal.load(self.root)
             bootstrapped = None
+            if journal is not None and journal.data.get("bootstrap"):
+                self.say(f"resuming the bootstrap of {journal.version} at phase {journal.data['phase']}")
+                bootstrapped = self._bootstrap(journal.version, journal)
+                if bootstrapped["status"] != "done":
+                    return self._waiting_report(journal.version, bootstrapped)
+                journal = None
             if journal is None:
                 records = self.lineage.read_all()
                 if not self.dry_run:
                     gating.check_budgets(records, self.settings)
-                self._ensure_clean_main()
+                self.lineage.require_clean_main("`evo step`")
                 head = V.promoted_head(records)
                 if not V.is_evaluated(self.root, self.settings, head):
                     if self.dry_run:
                         return self._dry_run_untrained(head)
                     bootstrapped = self._bootstrap(head)
-                    records = self.lineage.read_all()
+                    if bootstrapped["status"] != "done":
+                        return self._waiting_report(head, bootstrapped)
                 if self.dry_run:
-                    return self._dry_run(records, head)
+                    return self._dry_run(head)
                 journal = Journal.start(self.root, self.lineage.next_version(), [head])
                 self.say(f"step {journal.version} from {head}")
             else:
                 self.say(f"resuming {journal.version} at phase {journal.data['phase']}")
-                if journal.data.get("bootstrap"):
-                    bootstrapped = self._bootstrap(journal.version, journal)
-                    return self.run_after_bootstrap(bootstrapped)
             report = self._transition(journal)
             report.bootstrapped = bootstrapped
             return report
 
-    def run_after_bootstrap(self, bootstrapped: dict) -> StepReport:
-        """After resuming an interrupted bootstrap, carry on with a normal transition."""
-        records = self.lineage.read_all()
-        head = V.promoted_head(records)
-        journal = Journal.start(self.root, self.lineage.next_version(), [head])
-        report = self._transition(journal)
-        report.bootstrapped = bootstrapped
-        return report
+    def _waiting_report(self, version: str, result: dict) -> StepReport:
+        return StepReport(status="awaiting-approval", version=version, estimate=result.get("estimate", {}),
+                          message=f"run `evo approve {version}` (or `evo reject {version}`), then `evo step`")
 
     # ------------------------------------------------------------- bootstrap
     def _bootstrap(self, version: str, journal: Journal | None = None) -> dict:
@@ -117,12 +116,8 @@ class StepRunner:
             evaluate(recipe["model"]["name"], recipe, base_dir)
             journal.complete("evaluate-base")
         result = self._gate_run_judge(journal, version, recipe, parent=None, harness_only=False)
-        if result.get("status") == "awaiting-approval":
-            raise WorkspaceError(
-                f"baseline {version} awaits approval (estimated {result['estimate']['gpu_hours']:.3f} GPU-h); "
-                f"run `evo approve {version}` then `evo step`"
-            )
-        journal.finish()
+        if result.get("status") == "done":
+            journal.finish()
         return result
 
     # ------------------------------------------------------------ transition
@@ -166,10 +161,6 @@ class StepRunner:
         if result.get("status") == "awaiting-approval":
             report.status = "awaiting-approval"
             report.message = f"run `evo approve {version}` (or `evo reject {version}`), then `evo step`"
-            return report
-        if result.get("status") == "rejected":
-            report.status, report.decision, report.reason = "rejected", "pruned", result["reason"]
-            journal.finish()
             return report
         judged = result["judged"]
         report.outcome, report.headline = judged["outcome"], judged.get("headline") or {}
@@ -326,9 +317,6 @@ class StepRunner:
         if not journal.is_done("gate"):
             journal.begin("gate")
             events = [e.get("event") for e in self.lineage.events(version)]
-            if "rejected" in events:
-                self._apply_decision(version, "prune", "rejected at the cost gate", [])
-                return {"status": "rejected", "reason": "rejected at the cost gate", "estimate": estimate}
             threshold = float(self.settings["gate"]["approval_above_gpu_hours"])
             needs = gating.needs_approval(gating.CostEstimate(**{k: estimate[k] for k in ("tokens_generated", "tokens_trained", "gpu_hours")}), self.settings)
             status = "approved" if not needs or "approved" in events else "awaiting-approval"
@@ -453,7 +441,7 @@ class StepRunner:
                           intervention="(none: the baseline must be trained first)",
                           message=f"the next step would first train baseline {head}")
 
-    def _dry_run(self, records: dict, head: str) -> StepReport:
+    def _dry_run(self, head: str) -> StepReport:
         """Diagnose and propose in a throw-away candidate, estimate its cost, discard it."""
         version = self.lineage.next_version()
         parent_recipe = V.recipe_of(self.lineage, head)
@@ -483,9 +471,6 @@ class StepRunner:
             import shutil
 
             shutil.rmtree(artifact_dir(self.root, self.settings, version), ignore_errors=True)
-
-    def _ensure_clean_main(self) -> None:
-        self.lineage.require_clean_main("`evo step`")
 
 
 def _digest(path: Path) -> str:
