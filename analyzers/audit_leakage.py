@@ -9,7 +9,9 @@ Two checks over training rollouts and validation responses:
 2. *Answer from the environment*: in a correct multi-turn trajectory, the
    final answer (at least MIN_ANSWER_CHARS long) already appears in an
    observation (a non-assistant turn after the prompt) before the policy first
-   states it. Transcripts are JSON, so this check parses them one by one; it
+   states it. An observation answering the policy's own computation (a turn
+   matching COMPUTE_CALL, e.g. a ```python block run by the math code
+   interpreter) is the policy's work, not the environment's, and is skipped. Transcripts are JSON, so this check parses them one by one; it
    looks at up to MAX_ANSWER_CHECKS correct trajectories per table (spread
    evenly) and says how many it checked.
 
@@ -19,6 +21,7 @@ result was 31.04 BC% once git history was removed).
 """
 
 import json
+import re
 
 import numpy as np
 
@@ -35,6 +38,7 @@ DOMAIN_SIGNATURES = {
 }
 TEXT_COLUMNS = ("tools", "transcript", "completion")
 POLICY_ROLES = ("assistant",)
+COMPUTE_CALL = re.compile(r"```python\b")  # policy-authored code whose output the next observation carries
 MIN_ANSWER_CHARS = 4
 MAX_ANSWER_CHECKS = 5000
 VETO_MIN_HITS = 1
@@ -75,6 +79,7 @@ def _answer_from_environment(transcript, answer):
         return False
     if not isinstance(turns, list):
         return False
+    computed = False  # the previous policy turn ran its own code
     for i, turn in enumerate(turns):
         if not isinstance(turn, dict):
             continue
@@ -82,7 +87,8 @@ def _answer_from_environment(transcript, answer):
         if turn.get("role") in POLICY_ROLES:
             if answer in content:
                 return False  # the policy said it first
-        elif i > 0 and answer in content:
+            computed = bool(COMPUTE_CALL.search(content))
+        elif i > 0 and answer in content and not computed:
             return True
     return False
 

@@ -136,8 +136,6 @@ def test_without_the_tool_code_is_just_text(env, kit):
     assert "tool" not in info and info["answer"] == "3/4"  # auto mode read the last number; nothing ran
 
 
-@pytest.mark.xfail(strict=True, reason="analyzers/audit_leakage.py counts the policy's own tool output as an "
-                   "answer from the environment; reported to the harness owner")
 def test_legitimate_tool_use_is_not_vetoed_as_a_leak(tmp_path):
     from evo.harness.context import AnalyzerContext, RunArtifacts
     from evo.harness.loader import AnalyzerFile, run_analyzer
