@@ -22,7 +22,7 @@ from evo.errors import AgentError, EvoError
 from evo.loop import gate as gating
 from evo.loop import versions as V
 from evo.loop.decide import decide
-from evo.loop.journal import Journal
+from evo.loop.journal import Journal, fault_point
 from evo.loop.report import StepReport
 from evo.resources import resource_dir
 from evo.settings import artifact_dir, load_settings
@@ -278,6 +278,7 @@ class StepRunner:
         primary = manifests[-1]
         message = f"{version}: {_describe(primary)}\n\n{primary.get('hypothesis', '')}".strip()
         sha = self.lineage.commit_version(version, message, intervention=primary.get("factor"))
+        fault_point("commit", "mid")  # committed, no event yet: resume must not commit twice
         self.lineage.append_event(version, {
             "id": _event_id(version, "created"), "event": "created", "version": version,
             "parents": [parent], "branch": f"evo/{version}", "commit": sha,
@@ -334,7 +335,7 @@ class StepRunner:
 
         def run():
             if harness_only:
-                V.write_link(self.root, self.settings, version, init, parent)
+                V.write_link(self.root, self.settings, version, parent)
                 return {"checkpoint": init, "trained": False}
             from evo.train.run import train_recipe
 
@@ -409,6 +410,7 @@ class StepRunner:
         elif action == "keep":
             self.lineage.append_event(version, {"id": _event_id(version, "kept"), "event": "kept",
                                                 "version": version, "reason": reason})
+        fault_point("decide", "mid")  # decided in git, not yet in the journal
         for other, why in also_prune:
             if self.lineage.record(other).state != "pruned":
                 self.lineage.prune(other, why)
@@ -430,6 +432,7 @@ class StepRunner:
             skill_dir = self.root / "skills"
             changed += list(update_skill_evidence(skill_dir, manifest["skill"], version, outcome, self.settings["domain"]) or [])
         paths = sorted({str(Path(p).resolve().relative_to(self.root)) if Path(p).is_absolute() else str(p) for p in changed})
+        fault_point("record", "mid")  # memory written, not committed
         sha = self.lineage.commit_main(f"evo: record {version}", paths) if paths else None
         return {"commit": sha, "paths": paths}
 

@@ -91,7 +91,7 @@ def is_evaluated(root: Path, settings: dict, version: str) -> bool:
 def checkpoint_of(root: Path, settings: dict, version: str, recipe: dict | None = None) -> str:
     """The checkpoint a version's policy lives in (following harness-only links).
 
-    Returns the base model name for a version that never trained (e.g. `base`).
+    Falls back to the recipe's base model for a version that never trained.
     """
     seen = set()
     current = version
@@ -103,10 +103,7 @@ def checkpoint_of(root: Path, settings: dict, version: str, recipe: dict | None 
             return str(ckpt)
         link = folder / LINK_FILE
         if link.exists():
-            target = json.loads(link.read_text())
-            if "checkpoint" in target:
-                return target["checkpoint"]
-            current = target["version"]
+            current = json.loads(link.read_text())["version"]
             continue
         break
     if recipe is not None:
@@ -114,7 +111,8 @@ def checkpoint_of(root: Path, settings: dict, version: str, recipe: dict | None 
     raise VersionError(f"{version} has no checkpoint under {run_dir(root, settings, version)}; run `evo step` to train it")
 
 
-def write_link(root: Path, settings: dict, version: str, checkpoint: str, source: str) -> None:
+def write_link(root: Path, settings: dict, version: str, source: str) -> None:
+    """Record that `version` (a harness-only revision) reuses `source`'s policy."""
     folder = run_dir(root, settings, version)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / LINK_FILE).write_text(json.dumps({"version": source, "checkpoint": checkpoint}, indent=2))
+    (folder / LINK_FILE).write_text(json.dumps({"version": source}, indent=2))
