@@ -5,10 +5,14 @@ followed by a newline (``"55\\n"``), which is also the generation stop string, s
 an answer that does not fit the generation limit is visibly cut off. Three
 difficulty strata:
 
-- ``easy``:   a ± b with a, b < 20 (1–2 digit answers)
-- ``medium``: a ± b with 2-digit operands, and a × b with a < 20, b < 10 (≤ 3 digits)
-- ``hard``:   a ± b with a 4-digit a and a 3-digit b (4–5 digit answers: with the
-  newline they need 5–6 tokens, more than a 4-token generation limit allows)
+- ``easy``:   a ± b with single digits (1–2 digit answers)
+- ``medium``: a 2-digit a ± a digit, or a × b of digits (1–3 digit answers)
+- ``hard``:   a 4-digit a ± a digit (4–5 digit answers: with the newline they
+  need 5–6 tokens, more than a 4-token generation limit allows)
+
+What makes a stratum hard is mostly the answer's length: every sampled token
+is a chance to go wrong, and long answers are the ones a short generation
+limit cuts off.
 
 Splits are generated from a fixed seed, so they are identical on every machine;
 the validation tasks never appear in the train split.
@@ -40,18 +44,16 @@ _INTEGER = re.compile(r"-?\d+")
 def _sample_problem(rng: random.Random, stratum: str) -> tuple[int, str, int]:
     if stratum == "easy":
         op = rng.choice("+-")
-        a, b = rng.randrange(0, 20), rng.randrange(0, 20)
+        a, b = rng.randrange(0, 10), rng.randrange(0, 10)
     elif stratum == "medium":
         op = rng.choice("+-*")
         if op == "*":
-            a, b = rng.randrange(2, 20), rng.randrange(2, 10)
+            a, b = rng.randrange(2, 10), rng.randrange(2, 10)
         else:
-            a, b = rng.randrange(10, 100), rng.randrange(10, 100)
+            a, b = rng.randrange(10, 100), rng.randrange(0, 10)
     elif stratum == "hard":
         op = rng.choice("+-")
-        a, b = rng.randrange(1000, 10000), rng.randrange(100, 1000)
-        if op == "-" and a - b < 1000:  # keep every hard answer at 4+ digits
-            op = "+"
+        a, b = rng.randrange(1010, 10000), rng.randrange(0, 10)  # a - b stays at 4 digits
     else:
         raise ConfigError(f"recipe.yaml: domain.options.strata: {stratum!r} is not a stratum; use {', '.join(STRATA)}")
     if op == "-" and b > a:

@@ -60,6 +60,10 @@ class Trainer:
             ref_model = load_policy(self.init_source, dtype=m["dtype"], chat_template=m["chat_template"]).model
             ref_model.eval().requires_grad_(False)
         self.engine = make_engine(recipe, self.policy.model, ref_model=ref_model)
+        from evo.train.vllm_backend import make_rollout_policy
+
+        self.rollout_policy = make_rollout_policy(recipe, self.policy,
+                                                  str(resume_from) if resume_from else self.init_source)
         self.start_step = 0
         self.totals = {"tokens_generated": 0, "tokens_trained": 0, "wall_s": 0.0}
         self.resumed_from_step = None
@@ -93,7 +97,7 @@ class Trainer:
         seed = int(self.recipe["seed"])
         t0 = time.perf_counter()
         tasks = pick_tasks(self.train_tasks, seed, step, int(g["prompts_per_step"]))
-        trajs = rollout(self.env, tasks, self.policy, int(g["num_generations"]), self.limits,
+        trajs = rollout(self.env, tasks, self.rollout_policy, int(g["num_generations"]), self.limits,
                         seed=generation_seed(seed, step))
         t_gen = time.perf_counter() - t0
 
@@ -128,6 +132,8 @@ class Trainer:
         batch = build_batch(trajs, adv.tolist(), weights.tolist(), self.policy.tokenizer.pad_token_id)
         t1 = time.perf_counter()
         stats = self.engine.train_step(batch)
+        if self.rollout_policy is not self.policy and stats["updates"]:
+            self.rollout_policy.sync_weights()  # the vLLM twin samples the next step from updated weights
         t_train = time.perf_counter() - t1
 
         per = stats["per_traj"]

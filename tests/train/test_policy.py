@@ -76,3 +76,22 @@ def test_a_folder_without_config_is_a_clear_error(tmp_path):
         load_policy(str(tmp_path))
     with pytest.raises(TrainError, match="not a built-in model"):
         load_policy("builtin:huge")
+
+
+def test_gpu_backends_report_a_missing_package_in_one_line(tiny_model_dir):
+    import importlib.util
+
+    from evo.errors import MissingDependencyError
+    from evo.train.engine import make_engine
+    from evo.train.vllm_backend import make_rollout_policy
+
+    from .conftest import small_recipe
+
+    policy = load_policy(str(tiny_model_dir))
+    if importlib.util.find_spec("vllm") is None:
+        with pytest.raises(MissingDependencyError, match=r"rollout.backend: vllm needs the optional package 'vllm'"):
+            make_rollout_policy(small_recipe(**{"rollout.backend": "vllm"}), policy, str(tiny_model_dir))
+    if importlib.util.find_spec("deepspeed") is None:
+        with pytest.raises(MissingDependencyError, match=r"grpo.engine: deepspeed needs .*evotrainer\[gpu\]"):
+            make_engine(small_recipe(**{"grpo.engine": "deepspeed"}), policy.model)
+    assert make_rollout_policy(small_recipe(), policy, str(tiny_model_dir)) is policy
