@@ -15,43 +15,11 @@ with the `gpu` extra and is not exercised by the CPU test-suite.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
-
 import torch
 
 from evo.errors import MissingDependencyError, TrainError
+from evo.train.forward import TrainBatch, build_batch, response_logits  # noqa: F401 (re-exported)
 from evo.train.objective import gather_logprobs, grpo_loss, masked_row_mean, token_entropy
-
-
-@dataclass
-class TrainBatch:
-    input_ids: torch.Tensor  # (N, L) prompt + response, right-padded
-    attention_mask: torch.Tensor  # (N, L)
-    loss_mask: torch.Tensor  # (N, L-1) 1 where the *target* token is policy-produced
-    advantages: torch.Tensor  # (N,)
-    weights: torch.Tensor  # (N,) trajectory weights from objective.trajectory_weights
-
-    @property
-    def size(self) -> int:
-        return int(self.input_ids.shape[0])
-
-
-def build_batch(trajs: Sequence, advantages: Sequence[float], weights: Sequence[float], pad_id: int) -> TrainBatch:
-    """Pack trajectories into right-padded tensors; observation tokens get loss_mask 0."""
-    rows = [list(t.prompt_ids) + list(t.response_ids) for t in trajs]
-    width = max((len(r) for r in rows), default=1)
-    n = len(rows)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)  # (N, L)
-    attn = torch.zeros((n, width), dtype=torch.long)  # (N, L)
-    mask = torch.zeros((n, width), dtype=torch.bool)  # (N, L) over positions of the sequence
-    for i, (t, row) in enumerate(zip(trajs, rows)):
-        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-        attn[i, : len(row)] = 1
-        p = len(t.prompt_ids)
-        mask[i, p: p + len(t.response_mask)] = torch.tensor(t.response_mask, dtype=torch.bool)
-    return TrainBatch(ids, attn, mask[:, 1:], torch.tensor(list(advantages), dtype=torch.float32),
-                      torch.tensor(list(weights), dtype=torch.float64))
 
 
 class TorchEngine:
@@ -85,56 +53,72 @@ class TorchEngine:
         return float(self.optimizer.param_groups[0]["lr"])
 
     # -- the update ---------------------------------------------------------------------------------
-    def _logits(self, model, ids: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        out = model(input_ids=ids, attention_mask=attn, use_cache=False)
-        return out.logits[:, :-1].float() / self.temperature  # (n, L-1, V) predicts tokens 1..L-1
+    def _plan(self, batch: TrainBatch, use_ref: bool) -> list[int]:
+        """Rows that need a forward pass.
+
+        Without a KL term a trajectory with advantage 0 has an exactly zero
+        gradient, and a zero-weight one (filtered, masked) never enters the loss:
+        neither is computed. With a reference model every row is, for its KL.
+        """
+        if use_ref:
+            return list(range(batch.size))
+        return [i for i in range(batch.size) if batch.weights[i] > 0 and batch.advantages[i] != 0]
 
     def train_step(self, batch: TrainBatch) -> dict:
         """Run `num_iterations` updates on `batch`; returns scalar and per-trajectory stats."""
         n = batch.size
-        mb = max(1, int(self.cfg["micro_batch_size"]))
-        chunks = [slice(i, min(i + mb, n)) for i in range(0, n, mb)]
         iterations = int(self.cfg["num_iterations"])
         kl_coef = float(self.cfg["kl_coef"])
         use_ref = self.ref_model is not None and kl_coef > 0
+        rows = self._plan(batch, use_ref)
+        mb = max(1, int(self.cfg["micro_batch_size"]))
+        chunks = [rows[i: i + mb] for i in range(0, len(rows), mb)]
+        per_traj = {k: torch.zeros(n, dtype=torch.float64) for k in ("kl", "clip_frac_low", "clip_frac_high")}
+        per_traj["entropy"] = torch.full((n,), float("nan"), dtype=torch.float64)  # rows not computed: unknown
         old_cache: list[torch.Tensor] = []
         ref_cache: list[torch.Tensor | None] = []
-        per_traj = {k: torch.zeros(n, dtype=torch.float64) for k in ("kl", "entropy", "clip_frac_low", "clip_frac_high")}
         losses, norms, updated = [], [], 0
         self.model.train()
         for it in range(iterations):
             self._zero_grad()
             total_loss, any_grad = 0.0, False
-            for c, sl in enumerate(chunks):
-                ids, attn = batch.input_ids[sl], batch.attention_mask[sl]  # (n, L)
-                mask = batch.loss_mask[sl]  # (n, L-1)
-                targets = ids[:, 1:]  # (n, L-1)
-                needs_grad = bool((batch.weights[sl] > 0).any())
+            for c, chunk in enumerate(chunks):
+                idx = torch.tensor(chunk)  # (n,)
+                weights = batch.weights[idx]  # (n,)
+                needs_grad = bool((weights > 0).any())
                 with torch.set_grad_enabled(needs_grad):
-                    logits = self._logits(self.model, ids, attn)  # (n, L-1, V)
-                    logp = gather_logprobs(logits, targets)  # (n, L-1)
+                    logits, targets, mask = response_logits(self.model, batch, chunk, self.temperature)  # (n, R, V)
+                    logp = gather_logprobs(logits, targets)  # (n, R)
                 if it == 0:
                     with torch.no_grad():
                         old_cache.append(logp.detach())
-                        per_traj["entropy"][sl] = masked_row_mean(token_entropy(logits.detach()), mask).double()
+                        per_traj["entropy"][idx] = masked_row_mean(token_entropy(logits.detach()), mask).double()
                         ref = None
                         if use_ref:
-                            ref = gather_logprobs(self._logits(self.ref_model, ids, attn), targets)  # (n, L-1)
+                            ref_logits, _, _ = response_logits(self.ref_model, batch, chunk, self.temperature)
+                            ref = gather_logprobs(ref_logits, targets)  # (n, R)
                         ref_cache.append(ref)
                 loss, stats = grpo_loss(
-                    logp, old_cache[c], batch.advantages[sl], mask, batch.weights[sl],
+                    logp, old_cache[c], batch.advantages[idx], mask, weights,
                     ref_logp=ref_cache[c], eps_low=float(self.cfg["eps_low"]), eps_high=float(self.cfg["eps_high"]),
                     kl_coef=kl_coef,
                 )
                 if it == 0:
-                    per_traj["kl"][sl] = stats["kl"].double()
-                per_traj["clip_frac_low"][sl] += stats["clip_frac_low"].double() / iterations
-                per_traj["clip_frac_high"][sl] += stats["clip_frac_high"].double() / iterations
+                    per_traj["kl"][idx] = stats["kl"].double()
+                per_traj["clip_frac_low"][idx] += stats["clip_frac_low"].double() / iterations
+                per_traj["clip_frac_high"][idx] += stats["clip_frac_high"].double() / iterations
                 if loss.requires_grad:
                     self._backward(loss, last=c == len(chunks) - 1)
                     any_grad = True
                 total_loss += float(loss.detach())
             losses.append(total_loss)
+            if not any_grad and bool((batch.weights > 0).any()):
+                # Trajectories enter the loss but all with an exactly zero gradient (dead groups, no KL):
+                # the optimizer still steps, as it would after computing them (momentum, weight decay).
+                for p in self.model.parameters():
+                    if p.requires_grad:
+                        p.grad = torch.zeros_like(p)
+                any_grad = True
             if any_grad:  # an all-filtered batch never reaches the optimizer: no parameter moves
                 norms.append(self._step())
                 updated += 1
@@ -143,6 +127,7 @@ class TorchEngine:
             "grad_norm": norms[-1] if norms else 0.0,
             "lr": self.lr,
             "updates": updated,
+            "rows_computed": len(rows),
             "per_traj": {k: v.tolist() for k, v in per_traj.items()},
         }
 
@@ -180,6 +165,10 @@ class DeepSpeedEngine(TorchEngine):
         self.ds_engine, optimizer, _, _ = deepspeed.initialize(model=self.model, config=config,
                                                                model_parameters=self.model.parameters())
         return optimizer
+
+    def _plan(self, batch, use_ref: bool) -> list[int]:
+        # Every trajectory in the loss goes through backward, so DeepSpeed's own step logic always runs.
+        return [i for i in range(batch.size) if use_ref or batch.weights[i] > 0]
 
     def _zero_grad(self) -> None:
         self.ds_engine.zero_grad()

@@ -114,6 +114,7 @@ class HFPolicy:
                 input_ids[row, width - len(ids):] = torch.tensor(list(ids), dtype=torch.long)
                 attention[row, width - len(ids):] = 1
         extra = {"stop_strings": stop_strings, "tokenizer": tok} if stop_strings else {}
+        recorder = _EntropyRecorder()
         was_training = self.model.training
         self.model.eval()
         try:
@@ -123,14 +124,20 @@ class HFPolicy:
                 out = self.model.generate(
                     input_ids=input_ids.to(self.model.device), attention_mask=attention.to(self.model.device),
                     do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=0,
-                    max_new_tokens=int(max_new_tokens), eos_token_id=end_ids, pad_token_id=pad, **extra,
+                    max_new_tokens=int(max_new_tokens), eos_token_id=end_ids, pad_token_id=pad,
+                    logits_processor=[recorder], **extra,
                 )  # (B, P + new)
         except Exception as exc:  # surface generation failures as one line
             raise TrainError(f"generation failed for model {self.name!r}: {type(exc).__name__}: {exc}") from exc
         finally:
             self.model.train(was_training)
         new = out[:, width:].tolist()  # (B, new)
-        return [self._finish(row, set(end_ids), eos, stop_strings, max_new_tokens) for row in new]
+        gens = [self._finish(row, set(end_ids), eos, stop_strings, max_new_tokens) for row in new]
+        steps = torch.stack(recorder.steps, dim=1) if recorder.steps else torch.zeros((len(gens), 0))  # (B, new)
+        for row, g in enumerate(gens):
+            if g.token_ids and steps.shape[1] >= len(g.token_ids):
+                g.entropy = float(steps[row, : len(g.token_ids)].mean())
+        return gens
 
     def _finish(self, row: list[int], end_ids: set, eos: int, stop_strings: list[str], max_new_tokens: int) -> Generation:
         """Cut a generated row at its end and say why it ended."""
@@ -160,6 +167,25 @@ class HFPolicy:
             if bars:
                 hf_logging.enable_progress_bar()
         return out
+
+
+class _EntropyRecorder:
+    """A logits processor that only watches: the entropy of each step's sampling distribution.
+
+    `generate` runs custom processors after its own temperature / top-p warpers,
+    so these are the probabilities the tokens were actually drawn from.
+    """
+
+    def __init__(self):
+        self.steps: list = []
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        logp = torch.log_softmax(scores.float(), dim=-1)  # (B, V)
+        p = logp.exp()
+        self.steps.append(-(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1).cpu())  # (B,)
+        return scores
 
 
 def load_policy(name_or_path: str, dtype: str = "float32", *, chat_template: bool = True,

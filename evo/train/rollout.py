@@ -120,6 +120,9 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int) -> in
         t.text += text
         t.turns += 1
         t.finish_reason = reason
+        if gen.entropy is not None and ids:  # token-weighted across turns
+            t.info["entropy_sum"] = t.info.get("entropy_sum", 0.0) + gen.entropy * len(ids)
+            t.info["entropy_tokens"] = t.info.get("entropy_tokens", 0) + len(ids)
         if reason == "length":
             x.hit_limit = True
         t.info["transcript"].append({"role": "assistant", "content": text})

@@ -21,7 +21,9 @@ PARTS_DIR = "rollouts.parts"
 
 
 def _mean(values) -> float:
-    values = list(values)
+    """Mean that skips NaN (a statistic not computed for some rows)."""
+    values = [float(v) for v in values]
+    values = [v for v in values if v == v]
     return float(sum(values) / len(values)) if values else 0.0
 
 
@@ -137,6 +139,9 @@ class Trainer:
         t_train = time.perf_counter() - t1
 
         per = stats["per_traj"]
+        for i, t in enumerate(trajs):  # prefer the sampler's entropy: known for every row, computed or not
+            if t.info.get("entropy_tokens"):
+                per["entropy"][i] = t.info["entropy_sum"] / t.info["entropy_tokens"]
         rows = []
         for i, (t, d) in enumerate(zip(trajs, decisions)):
             rows.append(self._row(step, t, rewards[i], float(adv[i]) if d.in_group_stats else 0.0, d,

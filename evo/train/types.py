@@ -16,6 +16,7 @@ class Generation:
     text: str
     token_ids: list[int]
     finish_reason: str  # "eos" | "stop" | "length"
+    entropy: float | None = None  # mean entropy of the sampling distribution over its tokens, if the backend reports it
 
 
 class Policy(Protocol):
