@@ -101,3 +101,37 @@ def test_group_advantages_centre_and_scale_within_groups():
     adv = group_advantages(torch.tensor([3.0, 1.0, 0.0]), torch.tensor([7, 7, 7]),
                            torch.tensor([False, True, True]), scale_by_std=False)
     assert adv.tolist() == pytest.approx([0.0, 0.5, -0.5])
+
+
+def test_prefix_shared_forward_matches_full_sequences(tiny_model_dir):
+    """Prompt once per group + response on its cache = the plain forward, values and gradients."""
+    from evo.train.forward import build_batch, response_logits
+    from evo.train.objective import gather_logprobs
+    from evo.train.policy import load_policy
+    from evo.train.types import Trajectory
+
+    policy = load_policy(str(tiny_model_dir))
+    model, tok = policy.model, policy.tokenizer
+    model.train()
+    enc = lambda s: tok(s, add_special_tokens=False).input_ids  # noqa: E731
+    specs = [("1+1=", "2\n", 0), ("1+1=", "33\n", 0), ("123+456=", "579\n", 1), ("123+456=", "5", 1), ("7=", "abcdefg", 2)]
+    trajs = [Trajectory("t", "s", g, i, p, enc(p), enc(r), [1] * len(r), r, "eos", False)
+             for i, (p, r, g) in enumerate(specs)]
+    trajs[4].response_mask = [1, 1, 0, 0, 1, 1, 1]  # observation tokens in the middle
+    batch = build_batch(trajs, [1.0] * 5, [0.2] * 5, tok.pad_token_id)
+    assert len(batch.prompts) == 3
+    logits, targets, mask = response_logits(model, batch, list(range(5)))
+    shared = gather_logprobs(logits, targets)  # (5, R)
+    (shared * mask).sum().backward()
+    grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+    model.zero_grad()
+    total = 0
+    for i, t in enumerate(trajs):
+        ids = torch.tensor([t.prompt_ids + t.response_ids])
+        full = gather_logprobs(model(input_ids=ids).logits[:, :-1].float(), ids[:, 1:])[0, len(t.prompt_ids) - 1:]
+        assert torch.allclose(full, shared[i, : len(full)], atol=1e-5)
+        assert mask[i].tolist()[: len(full)] == [bool(m) for m in t.response_mask]
+        total = total + (full * torch.tensor(t.response_mask)).sum()
+    total.backward()
+    for k, p in model.named_parameters():
+        assert torch.allclose(grads[k], p.grad, atol=1e-5), k
