@@ -27,8 +27,6 @@ from pathlib import Path
 from evo.errors import TrainError
 from evo.recipe import recipe_hash
 
-PARTS_DIR = "rollouts.parts"
-
 
 @dataclass
 class TrainResult:
@@ -142,6 +140,8 @@ def _progress(enabled: bool, total: int, start: int):
 
 def clear_run(out_dir) -> None:
     """Remove a run's artifacts (used by `evo train --restart`)."""
+    from evo.train.trainer import PARTS_DIR
+
     out = Path(out_dir)
     for name in ("checkpoint", "checkpoint.old", "checkpoint.partial", PARTS_DIR):
         shutil.rmtree(out / name, ignore_errors=True)
