@@ -32,6 +32,8 @@ class Blocklist:
     refuted: dict[tuple, str] = field(default_factory=dict)  # (factor, change) -> why
     tried: set[tuple] = field(default_factory=set)
     siblings: dict[tuple, str] = field(default_factory=dict)  # (factor, change) -> version tried from the same parent
+    retested: set[tuple] = field(default_factory=set)  # sibling changes already re-tested after a harness revision
+    harness_revised: bool = False
     refuted_terms: list[tuple[dict, str]] = field(default_factory=list)  # (term pattern, skill name)
 
     @classmethod
@@ -46,14 +48,18 @@ class Blocklist:
             block.refuted[(e.get("factor"), e.get("change"))] = (
                 f"refuted by {', '.join(map(str, e.get('outcomes', []) or ['negative evidence']))} in {', '.join(e.get('versions', []) or ['memory'])}")
         block.tried = tried_on_path(ctx.lineage or [], ctx.parent)
-        if not ctx.harness_revised:
-            # Same parent, same change: a duplicate, unless the harness (e.g. eval.k) changed since, which makes it a re-test.
-            for s in ctx.lineage or []:
-                if (s.get("parents") or [None])[0] != ctx.parent or s.get("name") == ctx.version:
-                    continue
-                for m in (s.get("intervention"), s.get("harness_revision")):
-                    if m:
-                        block.siblings[(m.get("factor"), m.get("change"))] = s["name"]
+        block.harness_revised = bool(ctx.harness_revised)
+        # Same parent, same change: a duplicate, unless the harness (e.g. eval.k) changed since, which makes
+        # it a re-test. One re-test per change: a sibling that already was one blocks it for good.
+        for s in ctx.lineage or []:
+            if (s.get("parents") or [None])[0] != ctx.parent or s.get("name") == ctx.version:
+                continue
+            for m in (s.get("intervention"), s.get("harness_revision")):
+                if m:
+                    key = (m.get("factor"), m.get("change"))
+                    block.siblings[key] = s["name"]
+                    if s.get("harness_revision") and m is s.get("intervention"):
+                        block.retested.add(key)
         for skill in ctx.skills or []:
             for pattern in skill.refutes:
                 if pattern.get("path") == "reward.terms" and pattern.get("term"):
@@ -65,8 +71,9 @@ class Blocklist:
             return self.refuted[(factor, change)]
         if (factor, change) in self.tried:
             return "already tried on the path from v0"
-        if (factor, change) in self.siblings:
-            return f"already tried from the same parent in {self.siblings[(factor, change)]}"
+        if (factor, change) in self.siblings and (not self.harness_revised or (factor, change) in self.retested):
+            again = " and re-tested" if (factor, change) in self.retested else ""
+            return f"already tried{again} from the same parent in {self.siblings[(factor, change)]}"
         if before is not None and after is not None:
             for pattern, skill in self.refuted_terms:
                 if term_added(before, after, pattern):
