@@ -349,9 +349,15 @@ class StepRunner:
         ran = self._phase(journal, "run", run)
 
         def evaluate_phase():
-            from evo.train.evaluate import evaluate
+            import json
 
-            ev = evaluate(ran["checkpoint"], recipe, out)
+            summary = out / "summary.json"
+            if ran.get("trained") and summary.exists() and json.loads(summary.read_text()).get("eval"):
+                ev = json.loads(summary.read_text())["eval"]  # train_recipe evaluated its final checkpoint
+            else:
+                from evo.train.evaluate import evaluate
+
+                ev = evaluate(ran["checkpoint"], recipe, out)
             self.lineage.append_event(version, {
                 "id": _event_id(version, "evaluated"), "event": "evaluated", "version": version,
                 "avg_at_k": ev["avg_at_k"], "k": ev["k"], "n_tasks": ev["n_tasks"],

@@ -47,9 +47,19 @@ def frontier(records: dict, exclude: str = "") -> list:
 
 
 def last_transition(records: dict) -> dict | None:
-    """The `judged` event of the most recently created version (the last outcome)."""
-    judged = [(_num(name), last_event(rec, "judged"), name) for name, rec in records.items()]
-    judged = [(n, ev, name) for n, ev, name in judged if ev and name != "v0"]
+    """The `judged` event of the most recent *policy* candidate (the last outcome).
+
+    Harness-only revisions are skipped: they re-evaluate the parent's own
+    policy, so their `insufficient` says nothing about an intervention, and
+    letting it trigger another reflection would revise the harness forever.
+    """
+    judged = []
+    for name, rec in records.items():
+        ev = last_event(rec, "judged")
+        created = last_event(rec, "created") or {}
+        if name == "v0" or not ev or (created.get("intervention") or {}).get("kind") == "harness":
+            continue
+        judged.append((_num(name), ev, name))
     if not judged:
         return None
     _, ev, name = max(judged, key=lambda item: item[0])

@@ -1,0 +1,24 @@
+"""Fixtures for loop tests: real workspaces, real git, real (test-scale) training.
+
+Training is the expensive part, so one workspace is initialised and stepped
+once per session; tests that only read it, or extend it, work on copies.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # loop_support, for the test modules
+
+from loop_support import evo, init_workspace, lineage_fingerprint  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def stepped(tmp_path_factory):
+    """A workspace after `evo init` + one uninterrupted `evo step`, and its lineage fingerprint."""
+    root = init_workspace(tmp_path_factory.mktemp("stepped") / "ws")
+    proc = evo("step", "-C", root)
+    return {"root": root, "fingerprint": lineage_fingerprint(root), "stdout": proc.stdout}

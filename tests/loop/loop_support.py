@@ -1,0 +1,86 @@
+"""Helpers for loop tests: real workspaces, real git, real (test-scale) training.
+
+Training is the expensive part, so one workspace is initialised and stepped
+once per session; tests that only read it, or extend it, work on copies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+EVO = str(Path(sys.executable).with_name("evo"))
+
+# The embedded default at test scale: the same plain baseline (binary
+# correctness, a generation limit too short for the hard stratum, no filters),
+# trained for fewer, smaller steps so a whole step takes seconds.
+FAST_RECIPE = """\
+name: arithmetic-test-baseline
+seed: 0
+domain: {name: arithmetic}
+model: {name: builtin:tiny-char}
+rollout: {prompts_per_step: 8, num_generations: 4, max_new_tokens: 4}
+grpo: {steps: 3}
+reward:
+  terms: [{name: correctness, weight: 1.0}]
+eval: {k: 4, seed: 42, max_tasks: 48}
+"""
+
+
+def evo(*args, cwd=None, env=None, check=True):
+    """Run the real `evo` command; returns the CompletedProcess."""
+    proc = subprocess.run([EVO, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"evo {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def evo_json(*args, cwd=None):
+    return json.loads(evo(*args, "--json", cwd=cwd).stdout)
+
+
+def init_workspace(path: Path, recipe_text: str = FAST_RECIPE, settings_patch: dict | None = None) -> Path:
+    recipe = path.parent / f"{path.name}-recipe.yaml"
+    recipe.write_text(recipe_text)
+    evo("init", path, "--recipe", recipe)
+    if settings_patch:
+        import yaml
+
+        settings = yaml.safe_load((path / "evo.yaml").read_text())
+        for key, value in settings_patch.items():
+            settings.setdefault(key, {}).update(value)
+        (path / "evo.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+        subprocess.run(["git", "commit", "-qam", "settings for this test"], cwd=path, check=True)
+    return path
+
+
+def lineage_fingerprint(root: Path) -> dict:
+    """What must be identical between an interrupted-and-resumed run and an uninterrupted one."""
+    data = evo_json("log", "-C", root)
+    versions = data["versions"] if isinstance(data, dict) else data
+    out = {}
+    for v in versions:
+        shown = evo_json("show", "-C", root, v["name"])
+        events = shown["events"]
+        out[v["name"]] = {
+            "state": v["state"],
+            "parents": v["parents"],
+            "events": sorted(e["event"] for e in events),
+            "ids": sorted(e["id"] for e in events if ":" in e["id"]),
+            "outcome": shown.get("outcome"),
+            "headline": round((shown.get("headline") or {}).get("value") or -1.0, 9),
+        }
+    return out
+
+
+def copy_workspace(src: Path, dst: Path) -> Path:
+    """Copy a workspace with no live worktrees (every finished step removes its own)."""
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
