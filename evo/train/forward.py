@@ -9,12 +9,18 @@ the same as a forward over the full sequences; the prompt costs 1/G of what it
 would. Works for any Hugging Face causal LM that takes `past_key_values` and
 `position_ids`.
 
+Responses are right-padded, and their lengths vary a lot (an answer that ends
+at its first token next to one that runs to the limit), so rows are split into
+a few length buckets (`length_buckets`), each run on its own copy of the
+prompt cache: the padded work is what it costs, not the longest row times all.
+
 Layout: prompts are left-padded (their last token sits at the last position,
 whose logits predict the first response token), responses right-padded.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 from functools import lru_cache
@@ -94,26 +100,96 @@ def response_logits(model, batch: TrainBatch, rows: Sequence[int], temperature: 
     sel = torch.tensor([local[batch.row_prompt[r]] for r in rows], device=device)  # (n,)
     first = out.logits[:, -1].index_select(0, sel)  # (n, V) predicts response token 0
     cache = out["cache"] if "cache" in out else out["past_key_values"]
-    cache.reorder_cache(sel)  # (n, heads, P, d) per layer; differentiable index_select
 
-    length = max((len(batch.responses[r]) for r in rows), default=0)
-    r_ids = torch.full((n, max(length, 1)), batch.pad_id, dtype=torch.long)  # (n, R) right-padded
-    r_real = torch.zeros((n, max(length, 1)), dtype=torch.long)  # (n, R)
-    mask = torch.zeros((n, max(length, 1)), dtype=torch.bool)  # (n, R)
+    lengths = [len(batch.responses[r]) for r in rows]
+    width_r = max(max(lengths, default=0), 1)
+    r_ids = torch.full((n, width_r), batch.pad_id, dtype=torch.long)  # (n, R) right-padded
+    r_real = torch.zeros((n, width_r), dtype=torch.long)  # (n, R)
+    mask = torch.zeros((n, width_r), dtype=torch.bool)  # (n, R)
     for i, r in enumerate(rows):
         resp, m = batch.responses[r], batch.response_masks[r]
         if resp:
             r_ids[i, : len(resp)] = torch.tensor(resp, dtype=torch.long)
             r_real[i, : len(resp)] = 1
             mask[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
-    if length <= 1:  # only the first token: the prompt's last logits predict it
-        logits = first[:, None]  # (n, 1, V)
-    else:
-        full_mask = torch.cat([p_mask.index_select(0, sel.cpu()), r_real], dim=1)  # (n, P + R)
-        start = p_mask.sum(-1).index_select(0, sel.cpu())[:, None]  # (n, 1) prompt lengths
-        r_pos = start + torch.arange(length)[None, :]  # (n, R)
-        # Feed response tokens 0..R-2: their outputs predict tokens 1..R-1.
-        out2 = model(input_ids=r_ids[:, :-1].to(device), attention_mask=full_mask[:, :-1].to(device),
-                     position_ids=r_pos[:, :-1].to(device), use_cache=True, **{_cache_kwarg(model): cache})
-        logits = torch.cat([first[:, None], out2.logits], dim=1)  # (n, R, V)
+    buckets = length_buckets(lengths) if _selectable(cache) else [list(range(n))]
+    start = p_mask.sum(-1).index_select(0, sel.cpu())  # (n,) prompt lengths = position of response token 0
+    parts, order = [], []
+    for b in buckets:
+        fed = max(lengths[i] for i in b) - 1  # response tokens 0..fed-1 predict tokens 1..fed
+        idx = torch.tensor(b)  # (m,)
+        if fed <= 0:  # only the first token: the prompt's last logits predict it
+            logits = first.index_select(0, idx.to(device))[:, None]  # (m, 1, V)
+        else:
+            if len(buckets) == 1:
+                cache.reorder_cache(sel)  # (n, heads, P, d) per layer; differentiable index_select
+                rows_cache = cache
+            else:
+                rows_cache = _rows_of(cache, sel.index_select(0, idx.to(device)))
+            b_sel = sel.cpu().index_select(0, idx)  # (m,)
+            full_mask = torch.cat([p_mask.index_select(0, b_sel), r_real[idx, :fed]], dim=1)  # (m, P + fed)
+            r_pos = start.index_select(0, idx)[:, None] + torch.arange(fed)[None, :]  # (m, fed)
+            out2 = model(input_ids=r_ids[idx, :fed].to(device), attention_mask=full_mask.to(device),
+                         position_ids=r_pos.to(device), use_cache=True, **{_cache_kwarg(model): rows_cache})
+            logits = torch.cat([first.index_select(0, idx.to(device))[:, None], out2.logits], dim=1)  # (m, fed+1, V)
+        parts.append(torch.nn.functional.pad(logits, (0, 0, 0, width_r - logits.shape[1])))  # (m, R, V)
+        order += b
+    logits = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]  # (n, R, V) in bucket order
+    if order != list(range(n)):
+        inverse = torch.empty(n, dtype=torch.long)
+        inverse[torch.tensor(order)] = torch.arange(n)
+        logits = logits.index_select(0, inverse.to(device))  # (n, R, V) back in row order
     return logits.float() / temperature, r_ids.to(device), mask.to(device)
+
+
+# Cost of one extra forward + backward, in units of (row x response token) of padded work. Measured on
+# CPU with the tiny model (a forward + backward costs as much fixed time as ~100 padded positions); only the split decision uses it.
+BUCKET_OVERHEAD = 96.0
+
+
+def length_buckets(lengths: Sequence[int], overhead: float | None = None) -> list[list[int]]:
+    """Split rows (positions in `lengths`) into buckets of similar length, longest first.
+
+    Responses are right-padded to the longest one in their forward, so one
+    bucket for a spread of lengths wastes up to half of the work. The split
+    minimises padded positions + `overhead` per extra forward (exact dynamic
+    programme over the distinct lengths, contiguous in sorted order); rows of
+    length <= 1 need no response forward at all and cost nothing.
+    """
+    overhead = BUCKET_OVERHEAD if overhead is None else overhead
+    distinct = sorted(set(lengths), reverse=True)
+    count = {d: 0 for d in distinct}
+    for x in lengths:
+        count[x] += 1
+    # best[j]: minimal cost of the lengths distinct[j:]; a bucket distinct[j:k] feeds distinct[j] - 1 tokens per row.
+    D = len(distinct)
+    best, cut = [0.0] * (D + 1), [D] * D
+    for j in range(D - 1, -1, -1):
+        fed, rows_in, best[j] = max(distinct[j] - 1, 0), 0, float("inf")
+        for k in range(j + 1, D + 1):
+            rows_in += count[distinct[k - 1]]
+            cost = (overhead if fed > 0 else 0.0) + rows_in * fed + best[k]
+            if cost < best[j]:
+                best[j], cut[j] = cost, k
+    buckets, j = [], 0
+    while j < D:
+        members = set(distinct[j: cut[j]])
+        buckets.append([i for i, x in enumerate(lengths) if x in members])
+        j = cut[j]
+    return buckets
+
+
+def _selectable(cache) -> bool:
+    """Plain per-layer key/value caches can be copied row-wise for several buckets."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+def _rows_of(cache, idx: torch.Tensor):
+    """A new cache holding rows `idx` of `cache` (differentiable index_select); `cache` is left as it was."""
+    view = copy.copy(cache)
+    view.layers = [copy.copy(layer) for layer in cache.layers]
+    view.reorder_cache(idx)  # rebinds each layer's keys/values; the shared originals are untouched
+    return view

@@ -8,7 +8,16 @@ the same `AutoModelForCausalLM` / `AutoTokenizer` path.
 Sampling is plain ancestral sampling at `temperature` with optional nucleus
 `top_p` and no top-k, so the log-probabilities the trainer computes (logits /
 temperature, full softmax) are those of the distribution that was sampled.
-`seed` makes a call reproducible without disturbing the global RNG.
+`seed` makes a call reproducible without disturbing the global RNG;
+`temperature <= 0` decodes greedily (a library option: recipes require > 0).
+
+Two samplers produce the same kind of result (ids ending with their end token,
+finish reasons eos / stop / length): the lean KV-cached loop of
+`evo.train.sampler` (default for decoder-only models with a plain key/value
+cache; several times faster on CPU) and Hugging Face `generate` (any other
+model, or `sampler="hf"`). Unlike `generate`, the lean loop ignores a model's
+`generation_config` extras (repetition penalty and the like), which would make
+the sampled distribution differ from the one the trainer scores.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from evo.train.tiny import BUILTIN_MODELS, BUILTIN_PREFIX
 from evo.train.types import Generation
 
 _DTYPES = ("float32", "bfloat16", "float16")
+SAMPLERS = ("auto", "lean", "hf")
 
 
 def resolve_model_path(name_or_path: str) -> str:
@@ -43,10 +53,16 @@ def resolve_model_path(name_or_path: str) -> str:
 class HFPolicy:
     """A causal LM + tokenizer that samples completions (implements `evo.train.types.Policy`)."""
 
-    def __init__(self, model, tokenizer, name: str = "", use_chat_template: bool = True):
+    def __init__(self, model, tokenizer, name: str = "", use_chat_template: bool = True, sampler: str = "auto"):
+        """`sampler`: "auto" (the lean loop where the model allows it, else `generate`), "lean" or "hf"."""
+        if sampler not in SAMPLERS:
+            raise TrainError(f"sampler: {sampler!r} is not a sampler; use one of {', '.join(SAMPLERS)}")
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
+        self.sampler = sampler
+        self._lean_ok: bool | None = None  # auto: decided on first use (static check, then the cache's kind)
+        self._stop_cache: dict = {}
         # The tiny char model has no chat template: prompts stay plain text.
         self.use_chat_template = bool(use_chat_template and getattr(tokenizer, "chat_template", None))
         if tokenizer.pad_token_id is None:
@@ -80,14 +96,38 @@ class HFPolicy:
     # -- sampling ------------------------------------------------------------------------------
     def _stop_token_ids(self, stop: Sequence[str]) -> tuple[list[int], list[str]]:
         """Split stop strings into single-token ones (cheap: extra EOS ids) and the rest."""
-        single, multi = [], []
-        for s in stop:
-            ids = self.tokenizer(s, add_special_tokens=False).input_ids
-            if len(ids) == 1 and self.tokenizer.decode(ids) == s:
-                single.append(ids[0])
-            else:
-                multi.append(s)
-        return single, multi
+        key = tuple(stop)
+        if key not in self._stop_cache:
+            single, multi = [], []
+            for s in stop:
+                ids = self.tokenizer(s, add_special_tokens=False).input_ids
+                if len(ids) == 1 and self.tokenizer.decode(ids) == s:
+                    single.append(ids[0])
+                else:
+                    multi.append(s)
+            self._stop_cache[key] = (single, multi)
+        single, multi = self._stop_cache[key]
+        return list(single), list(multi)
+
+    def _stop_safe(self, stop_strings: list[str]) -> frozenset:
+        from evo.train.sampler import stop_safe_tokens
+
+        key = ("safe", tuple(stop_strings))
+        if key not in self._stop_cache:  # decodes the vocabulary once per stop set
+            self._stop_cache[key] = stop_safe_tokens(self.tokenizer, stop_strings) if stop_strings else frozenset()
+        return self._stop_cache[key]
+
+    def _use_lean(self) -> bool:
+        from evo.train.sampler import lean_sampling_supported
+
+        if self.sampler == "hf":
+            return False
+        if self._lean_ok is None:
+            self._lean_ok = lean_sampling_supported(self.model)
+            if not self._lean_ok and self.sampler == "lean":
+                raise TrainError(f"sampler: 'lean' cannot drive model {self.name!r} ({type(self.model).__name__}); "
+                                 "use sampler 'auto' or 'hf'")
+        return self._lean_ok
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, stop: Sequence[str] = (), seed: int | None = None) -> list[Generation]:
@@ -96,16 +136,52 @@ class HFPolicy:
 
     def generate_ids(self, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float = 1.0,
                      top_p: float = 1.0, stop: Sequence[str] = (), seed: int | None = None) -> list[Generation]:
-        """Sample one completion per prompt (token ids), batched in one `generate` call."""
-        import torch
-
+        """Sample one completion per prompt (token ids), all rows in one batch."""
         if not prompt_ids:
             return []
         tok = self.tokenizer
         eos = tok.eos_token_id
-        pad = tok.pad_token_id
         stop_ids, stop_strings = self._stop_token_ids(stop)
         end_ids = [eos] + [i for i in stop_ids if i != eos]
+        if self._use_lean():
+            gens = self._generate_lean(prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed)
+            if gens is not None:
+                return gens
+        return self._generate_hf(prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed)
+
+    def _generate_lean(self, prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed):
+        """The lean KV-cached loop; None when this model's cache turns out not to suit it."""
+        import torch
+
+        from evo.train.sampler import LeanSamplingUnsupported, sample
+
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                return sample(
+                    self.model, prompt_ids, max_new_tokens=int(max_new_tokens), temperature=float(temperature),
+                    top_p=float(top_p), eos_id=self.tokenizer.eos_token_id, end_ids=end_ids,
+                    pad_id=self.tokenizer.pad_token_id, decode=self.decode, stop_strings=stop_strings,
+                    stop_safe=self._stop_safe(stop_strings), seed=seed)
+        except LeanSamplingUnsupported as exc:
+            if self.sampler == "lean":
+                raise TrainError(f"sampler: 'lean' cannot drive model {self.name!r}: {exc}; "
+                                 "use sampler 'auto' or 'hf'") from None
+            self._lean_ok = False
+            return None
+        except Exception as exc:  # surface generation failures as one line
+            raise TrainError(f"generation failed for model {self.name!r}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self.model.train(was_training)
+
+    def _generate_hf(self, prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed):
+        """One Hugging Face `generate` call over the left-padded batch."""
+        import torch
+
+        tok = self.tokenizer
+        eos = tok.eos_token_id
+        pad = tok.pad_token_id
         width = max(len(p) for p in prompt_ids)
         input_ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)  # (B, P) left-padded
         attention = torch.zeros((len(prompt_ids), width), dtype=torch.long)  # (B, P)
@@ -114,6 +190,10 @@ class HFPolicy:
                 input_ids[row, width - len(ids):] = torch.tensor(list(ids), dtype=torch.long)
                 attention[row, width - len(ids):] = 1
         extra = {"stop_strings": stop_strings, "tokenizer": tok} if stop_strings else {}
+        if temperature > 0:
+            extra.update(do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=0)
+        else:
+            extra.update(do_sample=False)
         recorder = _EntropyRecorder()
         was_training = self.model.training
         self.model.eval()
@@ -123,7 +203,6 @@ class HFPolicy:
                     torch.manual_seed(seed)
                 out = self.model.generate(
                     input_ids=input_ids.to(self.model.device), attention_mask=attention.to(self.model.device),
-                    do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=0,
                     max_new_tokens=int(max_new_tokens), eos_token_id=end_ids, pad_token_id=pad,
                     logits_processor=[recorder], **extra,
                 )  # (B, P + new)
@@ -189,7 +268,7 @@ class _EntropyRecorder:
 
 
 def load_policy(name_or_path: str, dtype: str = "float32", *, chat_template: bool = True,
-                device: str | None = None) -> HFPolicy:
+                device: str | None = None, sampler: str = "auto") -> HFPolicy:
     """Load `builtin:tiny-char`, a local checkpoint folder, or a Hugging Face id as an `HFPolicy`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -218,4 +297,4 @@ def load_policy(name_or_path: str, dtype: str = "float32", *, chat_template: boo
     tokenizer.padding_side = "left"
     if device:
         model.to(device)
-    return HFPolicy(model, tokenizer, name=str(name_or_path), use_chat_template=chat_template)
+    return HFPolicy(model, tokenizer, name=str(name_or_path), use_chat_template=chat_template, sampler=sampler)

@@ -103,9 +103,11 @@ def test_group_advantages_centre_and_scale_within_groups():
     assert adv.tolist() == pytest.approx([0.0, 0.5, -0.5])
 
 
-def test_prefix_shared_forward_matches_full_sequences(tiny_model_dir):
+@pytest.mark.parametrize("bucket_overhead", [None, 0.0])  # default split; one length bucket per distinct length
+def test_prefix_shared_forward_matches_full_sequences(tiny_model_dir, monkeypatch, bucket_overhead):
     """Prompt once per group + response on its cache = the plain forward, values and gradients."""
-    from evo.train.forward import build_batch, response_logits
+    from evo.train import forward
+    from evo.train.forward import build_batch, length_buckets, response_logits
     from evo.train.objective import gather_logprobs
     from evo.train.policy import load_policy
     from evo.train.types import Trajectory
@@ -120,6 +122,9 @@ def test_prefix_shared_forward_matches_full_sequences(tiny_model_dir):
     trajs[4].response_mask = [1, 1, 0, 0, 1, 1, 1]  # observation tokens in the middle
     batch = build_batch(trajs, [1.0] * 5, [0.2] * 5, tok.pad_token_id)
     assert len(batch.prompts) == 3
+    if bucket_overhead is not None:
+        monkeypatch.setattr(forward, "BUCKET_OVERHEAD", bucket_overhead)
+        assert length_buckets([len(t.response_ids) for t in trajs]) == [[4], [2], [1], [0], [3]]
     logits, targets, mask = response_logits(model, batch, list(range(5)))
     shared = gather_logprobs(logits, targets)  # (5, R)
     (shared * mask).sum().backward()
@@ -135,3 +140,17 @@ def test_prefix_shared_forward_matches_full_sequences(tiny_model_dir):
     total.backward()
     for k, p in model.named_parameters():
         assert torch.allclose(grads[k], p.grad, atol=1e-5), k
+
+
+def test_length_buckets_cover_every_row_once_and_split_only_when_it_saves_work():
+    from evo.train.forward import length_buckets
+
+    lengths = [1, 2, 3, 4, 5, 6, 7, 8] * 16
+    buckets = length_buckets(lengths)
+    assert sorted(i for b in buckets for i in b) == list(range(len(lengths)))
+    assert 1 < len(buckets) < 8
+    assert buckets[-1] == [i for i, x in enumerate(lengths) if x == 1]  # no response forward needed
+    maxima = [max(lengths[i] for i in b) for b in buckets]
+    assert maxima == sorted(maxima, reverse=True)  # contiguous in length, longest first
+    assert length_buckets([5, 6, 5, 6]) == [[0, 1, 2, 3]]  # a split would save less than a forward costs
+    assert length_buckets([5, 6, 5, 6], overhead=0.0) == [[1, 3], [0, 2]]

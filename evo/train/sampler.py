@@ -1,0 +1,216 @@
+"""A lean KV-cached sampling loop for Hugging Face causal LMs (the HF backend's default sampler).
+
+Why not `model.generate`: at the model sizes we train on CPU, `generate`'s
+per-step machinery (logits processors, stopping criteria, cache and mask
+bookkeeping, rows that finished long ago still computed) costs as much as the
+model itself. This loop does only what a GRPO rollout needs:
+
+1. one prefill forward over the *distinct* left-padded contexts (the G samples
+   of a group share their prompt, so it is computed once) and an index_select
+   of its KV cache to the rows that continue it;
+2. single-token forwards with the cache, sampling each row from
+   softmax(logits / temperature) (optionally nucleus-truncated exactly like
+   `transformers`' TopPLogitsWarper, no top-k) with a seeded `torch.Generator`;
+   `temperature <= 0` takes the argmax (greedy);
+3. a row ends at an end token (EOS → "eos", a single-token stop string →
+   "stop"), when its decoded text first contains a multi-token stop string
+   ("stop"; decoded only for rows whose new token can complete one), or at
+   `max_new_tokens` ("length"). Finished rows leave the batch (their cache rows
+   are dropped once enough have finished), and the loop stops when none is left.
+
+The returned ids include the end token; text is `decode(ids)` (special tokens
+skipped), cut just after a multi-token stop string. `entropy` is the mean
+entropy of the distribution each token was drawn from (for greedy: of the
+temperature-1 softmax, as the `generate` path records it).
+
+Models whose cache is not a plain per-layer key/value cache (sliding-window,
+linear-attention or quantized layers) raise `LeanSamplingUnsupported` after the
+prefill, and the caller falls back to `generate`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import lru_cache
+from typing import Callable, Sequence
+
+import torch
+
+from evo.train.types import Generation
+
+# Drop finished rows from the batch once this fraction of it has finished (copying the
+# cache on every single finish would cost more than it saves on large caches).
+_COMPACT_FRACTION = 0.125
+
+
+class LeanSamplingUnsupported(Exception):
+    """This model or its cache cannot go through the lean loop; use `generate` instead."""
+
+
+@lru_cache(maxsize=None)
+def _forward_params(cls) -> frozenset:
+    return frozenset(inspect.signature(cls.forward).parameters)
+
+
+def lean_sampling_supported(model) -> bool:
+    """A decoder-only HF model whose forward takes position ids and a KV cache."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "is_encoder_decoder", False):
+        return False
+    params = _forward_params(type(model))
+    return "position_ids" in params and ("cache" in params or "past_key_values" in params)
+
+
+def _check_cache(cache) -> None:
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        kinds = sorted({type(layer).__name__ for layer in layers or ()}) or [type(cache).__name__]
+        raise LeanSamplingUnsupported(f"cache layers {', '.join(kinds)} are not plain key/value layers")
+
+
+def stop_safe_tokens(tokenizer, stop_strings: Sequence[str]) -> frozenset[int]:
+    """Token ids after which a row's text cannot newly contain any of `stop_strings`.
+
+    A stop string that newly appears must end inside the text the last token
+    added, so that token's text holds the string's last character. A token's
+    text alone can differ from what it adds in context only by whitespace
+    (SentencePiece's leading space, clean-up of spaces) or by incomplete UTF-8
+    bytes ("\\ufffd"), and tokens that decode to nothing (special tokens) are not
+    trusted either. A stop string that ends in whitespace leaves no token safe.
+    Only the rows whose new token is not safe are decoded and searched.
+    """
+    last = {s[-1] for s in stop_strings if s}
+    if not last or any(c.isspace() for c in last):
+        return frozenset()
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=True)
+    return frozenset(i for i, t in enumerate(texts) if t and "\ufffd" not in t and not any(c in t for c in last))
+
+
+def _model_cache_kwarg(model) -> str:
+    return "cache" if "cache" in _forward_params(type(model)) else "past_key_values"
+
+
+def _draw(logits: torch.Tensor, temperature: float, top_p: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row; returns tokens (n,) and the entropy of each row's distribution (n,)."""
+    logits = logits.float()  # (n, V)
+    if temperature <= 0:
+        logp = torch.log_softmax(logits, dim=-1)  # (n, V)
+        return logits.argmax(-1), _entropy(logp)
+    scores = logits / temperature  # (n, V)
+    if top_p < 1.0:
+        # transformers' TopPLogitsWarper: drop the low tail whose mass is <= 1 - top_p, keep >= 1 token.
+        sorted_scores, order = torch.sort(scores, descending=False)  # (n, V)
+        cumulative = sorted_scores.softmax(-1).cumsum(-1)  # (n, V)
+        drop_sorted = cumulative <= 1 - top_p
+        drop_sorted[:, -1] = False
+        drop = drop_sorted.scatter(1, order, drop_sorted)  # (n, V)
+        scores = scores.masked_fill(drop, float("-inf"))
+    logp = torch.log_softmax(scores, dim=-1)  # (n, V)
+    tokens = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # (n,)
+    return tokens, _entropy(logp)
+
+
+def _entropy(logp: torch.Tensor) -> torch.Tensor:
+    p = logp.exp()  # (n, V)
+    return -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(-1)  # (n,)
+
+
+def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float, top_p: float,
+           eos_id: int, end_ids: Sequence[int], pad_id: int, decode: Callable[[list[int]], str],
+           stop_strings: Sequence[str] = (), stop_safe: frozenset[int] = frozenset(),
+           seed: int | None = None) -> list[Generation]:
+    """Sample one completion per context (token ids) with the lean loop; see the module docstring.
+
+    `end_ids` are the token ids that end a row (EOS first); `stop_safe` is
+    `stop_safe_tokens(tokenizer, stop_strings)` (empty: check after every token).
+    Raises `LeanSamplingUnsupported` when the model's cache cannot be used.
+    """
+    n_rows = len(prompt_ids)
+    if n_rows == 0:
+        return []
+    device = next(model.parameters()).device
+    cache_kw = _model_cache_kwarg(model)
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(int(seed))
+
+    # Distinct contexts, in first-seen order; row r continues context source[r].
+    index: dict[tuple, int] = {}
+    source = [index.setdefault(tuple(p), len(index)) for p in prompt_ids]
+    contexts = list(index)
+    width = max(1, max(len(c) for c in contexts))
+    ctx_ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)  # (K, P) left-padded
+    ctx_mask = torch.zeros((len(contexts), width), dtype=torch.long)  # (K, P)
+    for i, c in enumerate(contexts):
+        if c:
+            ctx_ids[i, width - len(c):] = torch.tensor(c, dtype=torch.long)
+            ctx_mask[i, width - len(c):] = 1
+    ctx_pos = (ctx_mask.cumsum(-1) - 1).clamp(min=0)  # (K, P) positions from 0 at the first real token
+
+    end_set = set(int(e) for e in end_ids)
+    stop_strings = [s for s in stop_strings if s]
+    rows: list[list[int]] = [[] for _ in range(n_rows)]
+    entropy_sum = [0.0] * n_rows
+    texts: list[str | None] = [None] * n_rows
+    reasons: list[str | None] = [None] * n_rows
+
+    sel = torch.tensor(source)  # (B,)
+    out = model(input_ids=ctx_ids.to(device), attention_mask=ctx_mask.to(device),
+                position_ids=ctx_pos.to(device), use_cache=True, logits_to_keep=1)
+    cache = out[cache_kw] if cache_kw in out else out["past_key_values"]
+    _check_cache(cache)
+    logits = out.logits[:, -1].index_select(0, sel.to(device))  # (B, V)
+    if len(contexts) < n_rows:
+        cache.reorder_cache(sel)  # (B, heads, P, d) per layer
+    mask = ctx_mask.index_select(0, sel).to(device)  # (B, P) grows by one column per token
+    position = ctx_mask.sum(-1).index_select(0, sel).to(device)  # (B,) position of the next token
+    slot_row = list(range(n_rows))  # batch slot -> row, -1 once that row has finished
+    live = n_rows
+
+    for step in range(max_new_tokens):
+        tokens, entropy = _draw(logits, temperature, top_p, generator)  # (n,), (n,)
+        last = step == max_new_tokens - 1
+        for slot, (row, tok, ent) in enumerate(zip(slot_row, tokens.tolist(), entropy.tolist())):
+            if row < 0:
+                continue
+            ids = rows[row]
+            ids.append(tok)
+            entropy_sum[row] += ent
+            if tok in end_set:
+                reasons[row] = "eos" if tok == eos_id else "stop"
+            elif stop_strings and tok not in stop_safe:
+                text = decode(ids)
+                for s in stop_strings:
+                    if s in text:
+                        reasons[row], texts[row] = "stop", text[: text.index(s) + len(s)]
+                        break
+            if reasons[row] is None and last:
+                reasons[row] = "length"
+            if reasons[row] is not None:
+                slot_row[slot] = -1
+                live -= 1
+        if live == 0:
+            break
+        finished = len(slot_row) - live
+        if finished >= max(1, _COMPACT_FRACTION * len(slot_row)):
+            keep = [slot for slot, row in enumerate(slot_row) if row >= 0]
+            keep_t = torch.tensor(keep, device=device)  # (n',)
+            cache.reorder_cache(keep_t)
+            tokens, mask, position = tokens[keep_t], mask[keep_t], position[keep_t]
+            slot_row = [slot_row[s] for s in keep]
+        mask = torch.cat([mask, mask.new_ones((len(slot_row), 1))], dim=1)  # (n, P + step + 1)
+        out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=position[:, None],
+                    use_cache=True, **{cache_kw: cache})
+        position = position + 1
+        logits = out.logits[:, -1]  # (n, V)
+
+    gens = []
+    for row in range(n_rows):
+        ids = rows[row]
+        text = texts[row] if texts[row] is not None else decode(ids)
+        gens.append(Generation(text, ids, reasons[row] or "length",
+                               entropy=entropy_sum[row] / len(ids) if ids else None))
+    return gens
