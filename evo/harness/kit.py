@@ -64,15 +64,15 @@ def components(table) -> list[str]:
 
 
 def rows_where(ids, mask: np.ndarray, limit: int = MAX_EVIDENCE_ROWS) -> list[str]:
-    """The first `limit` ids where `mask` holds (evidence rows for a finding).
+    """The first `limit` distinct ids where `mask` holds (evidence rows for a finding).
 
     `ids` is a numpy array or, cheaper for big tables, a pyarrow column such as
     `table.column("traj_id")`: only the cited rows are converted to Python.
+    Validation rows repeat a task id once per sample; each is cited once.
     """
-    picked = np.flatnonzero(mask)[:limit]
-    if isinstance(ids, np.ndarray):
-        return [str(x) for x in ids[picked]]
-    return [str(x) for x in ids.take(picked).to_pylist()]
+    picked = np.flatnonzero(mask)[: limit * 8]  # room for repeated task ids
+    values = ids[picked] if isinstance(ids, np.ndarray) else ids.take(picked).to_pylist()
+    return list(dict.fromkeys(str(x) for x in values))[:limit]
 
 
 def text_eq(table, name: str, value: str) -> np.ndarray:

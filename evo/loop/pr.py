@@ -29,6 +29,16 @@ def _fmt_interval(h: dict) -> str:
     return text
 
 
+def _evidence(evidence) -> str:
+    """Finding ids and metric values a manifest cites (a dict, or a plain list of ids)."""
+    if isinstance(evidence, dict):
+        parts = [f"`{f}`" for f in evidence.get("findings", []) or []]
+        parts += [f"`{k}` = {v:.4g}" if isinstance(v, (int, float)) else f"`{k}` = {v}"
+                  for k, v in (evidence.get("metrics") or {}).items()]
+        return ", ".join(parts) or "-"
+    return ", ".join(f"`{e}`" for e in evidence or []) or "-"
+
+
 def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
     """Return {title, body, branch, base} for version's pull request."""
     records = lineage.read_all()
@@ -53,7 +63,7 @@ def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
             manifest.get("hypothesis", "-"),
             "",
             f"**Predicted effect:** {manifest.get('predicted_effect', '-')}",
-            f"**Evidence cited:** {', '.join(map(str, manifest.get('evidence', []) or [])) or '-'}",
+            f"**Evidence cited:** {_evidence(manifest.get('evidence'))}",
         ]
     if harness:
         lines += ["", "### Harness revision", f"{harness.get('factor')}: {harness.get('change', '')} — {harness.get('hypothesis', '')}"]
@@ -72,9 +82,10 @@ def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
         lines.append(f"- **VETO** `{v.get('audit')}`: {v.get('message')}")
     if parent:
         diff = lineage.diff(parent, version)
-        lines += ["", "### Diff", "```", (diff.get("stat") or "").strip() or "(no file changes)", "```"]
-        if diff.get("recipe"):
-            lines += ["", "```diff", diff["recipe"].strip(), "```"]
+        stat = "\n".join(f"{f['path']} | +{f.get('added', '?')} -{f.get('removed', '?')}" for f in diff["files"])
+        lines += ["", "### Diff", "```", stat or "(no file changes)", "```"]
+        if diff["recipe"]["diff"]:
+            lines += ["", "```diff", diff["recipe"]["diff"].strip(), "```"]
     title = f"{version}: {manifest.get('factor', 'baseline')}" + (f" [{judged['outcome']}]" if judged.get("outcome") else "")
     return {"version": version, "title": title, "body": "\n".join(lines) + "\n", "branch": f"evo/{version}", "base": "main"}
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from evo.errors import AgentError, EvoError
+from evo.errors import EvoError
 from evo.loop import gate as gating
 from evo.loop import versions as V
 from evo.loop.decide import decide
 from evo.loop.journal import Journal, fault_point
+from evo.loop.propose import ProposalPhases, describe, event_id
 from evo.loop.report import StepReport
 from evo.resources import resource_dir
 from evo.settings import artifact_dir, load_settings
@@ -30,22 +31,7 @@ from evo.settings import artifact_dir, load_settings
 BASE = "base"  # artifact folder of the untrained base model's evaluation
 
 
-def _event_id(version: str, kind: str, suffix: str = "") -> str:
-    return f"{version}:{kind}" + (f":{suffix}" if suffix else "")
-
-
-def _describe(manifest: dict | None) -> str:
-    if not manifest:
-        return ""
-    text = f"[{manifest.get('kind', '?')}] {manifest.get('factor', '?')}"
-    if manifest.get("change"):
-        text += f": {manifest['change']}"
-    if manifest.get("skill"):
-        text += f" (skill {manifest['skill']})"
-    return text
-
-
-class StepRunner:
+class StepRunner(ProposalPhases):
     """Runs (or resumes) one step in workspace `root`."""
 
     def __init__(self, root: Path, *, agent_backend: str | None = None, dry_run: bool = False,
@@ -140,9 +126,9 @@ class StepRunner:
         manifests = proposal["manifests"]
         primary = manifests[-1]
         harness_only = all(m.get("kind") == "harness" for m in manifests)
-        report.intervention = _describe(primary)
+        report.intervention = describe(primary)
         if len(manifests) > 1:
-            report.harness_revision = _describe(manifests[0])
+            report.harness_revision = describe(manifests[0])
 
         self._phase(journal, "commit", lambda: self._commit(version, parent, proposal))
         if proposal.get("violation"):
@@ -214,115 +200,18 @@ class StepRunner:
         diag = self._diagnose(parent, recipe, parent=grand, tree=self.root, out_dir=out)
         return {"path": str(out / "diagnosis.json"), "harness_version": diag.get("harness_version")}
 
-    def _propose(self, version: str, parent: str, parent_recipe: dict, diag_ref: dict) -> dict:
-        import json
-
-        from evo.agent import AgentContext, get_agent
-        from evo.agent.guard import check_candidate
-        from evo.agent.memory import Memory
-        from evo.agent.skills import load_skills
-
-        worktree = self.lineage.create_version(version, [parent])
-        self.lineage.reset_worktree(version)  # a killed propose may have left half an edit
-        records = self.lineage.read_all()
-        diagnosis = json.loads(Path(diag_ref["path"]).read_text())
-        last = V.last_transition(records)
-        agent = get_agent(self.settings, backend=self.agent_backend)
-        ctx = AgentContext(
-            phase="reflect" if last and last.get("outcome") in ("mixed", "insufficient") else "propose",
-            harness_revised=False,
-            root=self.root, worktree=Path(worktree), version=version, parent=parent,
-            domain=parent_recipe["domain"]["name"], recipe=parent_recipe, diagnosis=diagnosis,
-            last_outcome=last, lineage=V.lineage_summaries(records),
-            memory=Memory.load(self.root), skills=load_skills([resource_dir("skills"), self.root / "skills"]),
-            settings=self.settings,
-        )
-        manifests, usage = [], {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "turns": 0}
-        recipe_before = parent_recipe
-        seen: dict[str, str] = {}  # path -> content digest after the previous proposal
-        violation = None
-        for attempt in range(2):
-            self.say(f"agent ({agent.name}): {ctx.phase}")
-            proposal = agent.propose(ctx)
-            if proposal is None:
-                break
-            for key in usage:
-                usage[key] += proposal.usage.get(key, 0) or 0
-            # Only what this proposal changed: paths whose content moved since the previous one.
-            changed = [p for p in self.lineage.worktree_changes(version)
-                       if _digest(Path(worktree) / p) != seen.get(p)]
-            recipe_text = (Path(worktree) / "recipe.yaml").read_text()
-            manifests.append(proposal.manifest)
-            try:
-                check_candidate(changed, proposal.manifest, recipe_before, recipe_text, self.settings)
-            except AgentError as exc:
-                violation = str(exc)
-                break
-            seen.update({p: _digest(Path(worktree) / p) for p in changed})
-            if proposal.manifest.get("kind") != "harness" or attempt == 1:
-                break
-            # A harness revision: re-diagnose the parent with the revised harness, then ask again.
-            from evo.recipe import parse_recipe
-
-            recipe_before = parse_recipe(recipe_text)
-            rediag_dir = artifact_dir(self.root, self.settings, version) / "rediagnosis"
-            rediag = self._diagnose(parent, parent_recipe, parent=(self.lineage.record(parent).parents or [None])[0],
-                                    tree=Path(worktree), out_dir=rediag_dir)
-            ctx.diagnosis, ctx.harness_revised, ctx.phase = rediag, True, "propose"
-        if not manifests:
-            return {"status": "nothing", "reason": "the agent found no bottleneck the evidence supports and no harness gap"}
-        return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
-
-    def _commit(self, version: str, parent: str, proposal: dict) -> dict:
-        manifests = proposal["manifests"]
-        primary = manifests[-1]
-        message = f"{version}: {_describe(primary)}\n\n{primary.get('hypothesis', '')}".strip()
-        sha = self.lineage.commit_version(version, message, intervention=primary.get("factor"))
-        fault_point("commit", "mid")  # committed, no event yet: resume must not commit twice
-        self.lineage.append_event(version, {
-            "id": _event_id(version, "created"), "event": "created", "version": version,
-            "parents": [parent], "branch": f"evo/{version}", "commit": sha,
-            "intervention": primary, "harness_revision": manifests[0] if len(manifests) > 1 else None,
-            "agent": proposal["agent"], "usage": proposal["usage"],
-        })
-        for m in manifests:
-            if m.get("skill"):
-                self.lineage.append_event(version, {
-                    "id": _event_id(version, "skill_used", m["skill"]), "event": "skill_used",
-                    "version": version, "skill": m["skill"], "domain": self.settings["domain"],
-                })
-        if proposal.get("violation"):
-            self.lineage.append_event(version, {
-                "id": _event_id(version, "rejected"), "event": "rejected", "version": version,
-                "reason": proposal["violation"], "by": "guard",
-            })
-        return {"commit": sha}
-
-    def _backtest(self, version: str, parent: str, parent_recipe: dict, manifests: list[dict]) -> dict | None:
-        change = next((m["backtest"] for m in manifests if m.get("backtest")), None)
-        if not change:
-            return None
-        from evo.harness.backtest import backtest
-
-        result = backtest(artifact_dir(self.root, self.settings, parent), change, parent_recipe)
-        self.lineage.append_event(version, {
-            "id": _event_id(version, "backtested"), "event": "backtested", "version": version,
-            "change": change, "prediction": {k: v for k, v in result.items() if k != "message"},
-            "message": result.get("message", ""),
-        })
-        return result
-
     def _gate_run_judge(self, journal: Journal, version: str, recipe: dict, *, parent: str | None,
                         harness_only: bool) -> dict:
-        estimate = gating.estimate(recipe, self.settings, train=not harness_only).as_dict()
+        cost = gating.estimate(recipe, self.settings, train=not harness_only)
+        estimate = cost.as_dict()
         if not journal.is_done("gate"):
             journal.begin("gate")
             events = [e.get("event") for e in self.lineage.events(version)]
             threshold = float(self.settings["gate"]["approval_above_gpu_hours"])
-            needs = gating.needs_approval(gating.CostEstimate(**{k: estimate[k] for k in ("tokens_generated", "tokens_trained", "gpu_hours")}), self.settings)
-            status = "approved" if not needs or "approved" in events else "awaiting-approval"
+            approved = not gating.needs_approval(cost, self.settings) or "approved" in events
+            status = "approved" if approved else "awaiting-approval"
             self.lineage.append_event(version, {
-                "id": _event_id(version, "gated", status), "event": "gated", "version": version,
+                "id": event_id(version, "gated", status), "event": "gated", "version": version,
                 "estimate": estimate, "threshold": threshold, "status": status,
             })
             if status == "awaiting-approval":
@@ -341,7 +230,7 @@ class StepRunner:
 
             res = train_recipe(recipe, out, init_checkpoint=init, version=version, progress=self.progress)
             self.lineage.append_event(version, {
-                "id": _event_id(version, "trained"), "event": "trained", "version": version,
+                "id": event_id(version, "trained"), "event": "trained", "version": version,
                 "artifacts": _artifact_list(out), "metrics": res.summary.get("final", {}), "estimate": estimate,
             })
             return {"checkpoint": str(res.checkpoint_dir), "trained": True}
@@ -359,7 +248,7 @@ class StepRunner:
 
                 ev = evaluate(ran["checkpoint"], recipe, out)
             self.lineage.append_event(version, {
-                "id": _event_id(version, "evaluated"), "event": "evaluated", "version": version,
+                "id": event_id(version, "evaluated"), "event": "evaluated", "version": version,
                 "avg_at_k": ev["avg_at_k"], "k": ev["k"], "n_tasks": ev["n_tasks"],
                 "per_stratum": ev.get("per_stratum", {}),
             })
@@ -373,10 +262,11 @@ class StepRunner:
     def _judge(self, version: str, recipe: dict, parent: str | None, harness_only: bool) -> dict:
         from evo.harness.compare import compare_runs
 
-        tree = self.lineage.worktree_path(version) if parent else self.root
-        created = (self.lineage.record(version) and V.last_event(self.lineage.record(version), "created")) or {}
+        worktree = self.lineage.worktree_path(version)
+        tree = worktree if parent and worktree.exists() else self.root
+        created = V.last_event(self.lineage.record(version), "created") or {}
         declared = bool(created.get("harness_revision")) or (created.get("intervention") or {}).get("kind") == "harness"
-        diag = self._diagnose(version, recipe, parent=parent, tree=tree if Path(tree).exists() else self.root,
+        diag = self._diagnose(version, recipe, parent=parent, tree=tree,
                               out_dir=artifact_dir(self.root, self.settings, version),
                               declared_harness_revision=declared)
         baseline = parent or BASE
@@ -386,13 +276,13 @@ class StepRunner:
         )
         vetoes = (diag.get("audits") or {}).get("vetoes", [])
         judged = {
-            "id": _event_id(version, "judged"), "event": "judged", "version": version, "baseline": baseline,
+            "id": event_id(version, "judged"), "event": "judged", "version": version, "baseline": baseline,
             "outcome": cmp["outcome"],
             "headline": {k: cmp.get(k) for k in ("metric", "value", "delta", "ci_low", "ci_high", "p_value")},
             "reasons": cmp.get("reasons", []), "vetoes": vetoes,
         }
         self.lineage.append_event(version, {
-            "id": _event_id(version, "diagnosed"), "event": "diagnosed", "version": version,
+            "id": event_id(version, "diagnosed"), "event": "diagnosed", "version": version,
             "harness_version": diag.get("harness_version"), "findings": _severity_counts(diag),
             "vetoed": bool(vetoes),
         })
@@ -414,7 +304,7 @@ class StepRunner:
         elif action == "prune" and state != "pruned":
             self.lineage.prune(version, reason)
         elif action == "keep":
-            self.lineage.append_event(version, {"id": _event_id(version, "kept"), "event": "kept",
+            self.lineage.append_event(version, {"id": event_id(version, "kept"), "event": "kept",
                                                 "version": version, "reason": reason})
         fault_point("decide", "mid")  # decided in git, not yet in the journal
         for other, why in also_prune:
@@ -441,53 +331,6 @@ class StepRunner:
         fault_point("record", "mid")  # memory written, not committed
         sha = self.lineage.commit_main(f"evo: record {version}", paths) if paths else None
         return {"commit": sha, "paths": paths}
-
-    # ---------------------------------------------------------------- dry run
-    def _dry_run_untrained(self, head: str) -> StepReport:
-        recipe = V.recipe_of(self.lineage, head)
-        est = gating.estimate(recipe, self.settings).as_dict()
-        return StepReport(status="dry-run", version=head, estimate=est,
-                          intervention="(none: the baseline must be trained first)",
-                          message=f"the next step would first train baseline {head}")
-
-    def _dry_run(self, head: str) -> StepReport:
-        """Diagnose and propose in a throw-away candidate, estimate its cost, discard it."""
-        version = self.lineage.next_version()
-        parent_recipe = V.recipe_of(self.lineage, head)
-        diag = self._diagnose_parent(head, parent_recipe)
-        try:
-            proposal = self._propose(version, head, parent_recipe, diag)
-            report = StepReport(status="dry-run", version=version, parents=[head])
-            if proposal["status"] == "nothing":
-                report.message = proposal["reason"]
-                return report
-            manifests = proposal["manifests"]
-            report.intervention = _describe(manifests[-1])
-            if len(manifests) > 1:
-                report.harness_revision = _describe(manifests[0])
-            if proposal.get("violation"):
-                report.message = f"the candidate would be rejected: {proposal['violation']}"
-            from evo.recipe import parse_recipe
-
-            recipe = parse_recipe((Path(self.lineage.worktree_path(version)) / "recipe.yaml").read_text())
-            harness_only = all(m.get("kind") == "harness" for m in manifests)
-            report.estimate = gating.estimate(recipe, self.settings, train=not harness_only).as_dict()
-            if gating.needs_approval(gating.CostEstimate(**report.estimate), self.settings):
-                report.message = (report.message + "; " if report.message else "") + "it would wait for approval"
-            return report
-        finally:
-            self.lineage.discard_version(version)
-            import shutil
-
-            shutil.rmtree(artifact_dir(self.root, self.settings, version), ignore_errors=True)
-
-
-def _digest(path: Path) -> str:
-    """Content digest of a worktree file ("" when deleted)."""
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
-
 
 def _severity_counts(diag: dict) -> dict:
     counts: dict[str, int] = {}

@@ -46,7 +46,7 @@ def test_length_percentiles_and_budget(tmp_path, art):
     assert m["behavior/eval_length_p50"] == 100 and m["behavior/eval_length_at_limit_frac"] == 5 / 8
     assert m["behavior/length_budget"] == 100
     f = art.by_id(r, "behavior.length_near_limit")
-    assert "validation" in f["message"] and f["evidence"]["rows"] == ["a", "b", "b", "b", "b"]
+    assert "validation" in f["message"] and f["evidence"]["rows"] == ["a", "b"]  # each task cited once
 
 
 def test_unclosed_reasoning_and_truncation_coupling(tmp_path, art):

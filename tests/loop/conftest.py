@@ -13,12 +13,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # loop_support, for the test modules
 
-from loop_support import evo, init_workspace, lineage_fingerprint  # noqa: E402
+from loop_support import FAST_SETTINGS, evo, init_workspace, lineage_fingerprint  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def stepped(tmp_path_factory):
     """A workspace after `evo init` + one uninterrupted `evo step`, and its lineage fingerprint."""
-    root = init_workspace(tmp_path_factory.mktemp("stepped") / "ws")
+    root = init_workspace(tmp_path_factory.mktemp("stepped") / "ws", settings_patch=FAST_SETTINGS)
     proc = evo("step", "-C", root)
     return {"root": root, "fingerprint": lineage_fingerprint(root), "stdout": proc.stdout}

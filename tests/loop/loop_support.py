@@ -17,14 +17,17 @@ EVO = str(Path(sys.executable).with_name("evo"))
 
 # The embedded default at test scale: the same plain baseline (binary
 # correctness, a generation limit too short for the hard stratum, no filters),
-# trained for fewer, smaller steps so a whole step takes seconds.
+# trained for fewer, smaller steps so a whole step takes seconds. The learning
+# rate is low so that, at this scale, a version's score moves mostly with its
+# intervention rather than with three more steps of training: unlocking the
+# hard stratum is a clear improvement, weaker interventions are `insufficient`.
 FAST_RECIPE = """\
 name: arithmetic-test-baseline
 seed: 0
 domain: {name: arithmetic}
 model: {name: builtin:tiny-char}
 rollout: {prompts_per_step: 8, num_generations: 4, max_new_tokens: 4}
-grpo: {steps: 3}
+grpo: {steps: 3, learning_rate: 0.0001}
 reward:
   terms: [{name: correctness, weight: 1.0}]
 eval: {k: 4, seed: 42, max_tasks: 48}
@@ -42,6 +45,10 @@ def evo(*args, cwd=None, env=None, check=True):
 
 def evo_json(*args, cwd=None):
     return json.loads(evo(*args, "--json", cwd=cwd).stdout)
+
+
+# A workspace that keeps one alternative beside its promoted head.
+FAST_SETTINGS = {"search": {"frontier_size": 1}}
 
 
 def init_workspace(path: Path, recipe_text: str = FAST_RECIPE, settings_patch: dict | None = None) -> Path:

@@ -131,9 +131,11 @@ def test_command_agent_candidates_are_guarded(stepped, tmp_path, target, allowed
     root = copy_workspace(stepped["root"], tmp_path / "ws")
     script = tmp_path / "agent.py"
     script.write_text(AGENT_SCRIPT)
-    settings = (root / "evo.yaml").read_text().replace(
-        'backend: "heuristic"', f'backend: "command"\n  command: "{sys.executable} {script} {target}"')
-    (root / "evo.yaml").write_text(settings)
+    import yaml
+
+    settings = yaml.safe_load((root / "evo.yaml").read_text())
+    settings["agent"] = {"backend": "command", "command": f"{sys.executable} {script} {target}"}
+    (root / "evo.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     subprocess.run(["git", "commit", "-qam", "command agent"], cwd=root, check=True)
     data = evo_json("step", "-C", root, "--dry-run")
     if allowed:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from collections import Counter
 
-from loop_support import copy_workspace, evo, evo_json, init_workspace, lineage_fingerprint
+from loop_support import FAST_SETTINGS, copy_workspace, evo, evo_json, init_workspace, lineage_fingerprint
 
 # Every phase boundary of a first step (bootstrap of v0, then the v1
 # transition), plus kills inside phases between a git write and its record.
@@ -42,7 +42,7 @@ def test_first_step_bootstraps_v0_and_records_v1(stepped):
 
 
 def test_killed_at_each_phase_resumes_to_the_same_lineage(stepped, tmp_path):
-    root = init_workspace(tmp_path / "ws")
+    root = init_workspace(tmp_path / "ws", settings_patch=FAST_SETTINGS)
     killed = 0
     for target in KILL_SEQUENCE:
         proc = evo("step", "-C", root, env={"EVO_FAULT_KILL_AT": target}, check=False)

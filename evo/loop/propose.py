@@ -1,0 +1,180 @@
+"""The agent side of a step: propose (with an optional harness revision), commit,
+backtest, and the dry run that does the same in a throw-away candidate.
+
+A mixin of `StepRunner` (evo/loop/step.py), split out to keep each file about
+one thing: here, everything between the parent's diagnosis and the gate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from evo.errors import AgentError
+from evo.loop import gate as gating
+from evo.loop import versions as V
+from evo.loop.journal import fault_point
+from evo.loop.report import StepReport
+from evo.recipe import parse_recipe
+from evo.resources import resource_dir
+from evo.settings import artifact_dir
+
+
+def event_id(version: str, kind: str, suffix: str = "") -> str:
+    """Deterministic note-event ids: a resumed phase appends nothing twice."""
+    return f"{version}:{kind}" + (f":{suffix}" if suffix else "")
+
+
+def describe(manifest: dict | None) -> str:
+    if not manifest:
+        return ""
+    text = f"[{manifest.get('kind', '?')}] {manifest.get('factor', '?')}"
+    if manifest.get("change"):
+        text += f": {manifest['change']}"
+    if manifest.get("skill"):
+        text += f" (skill {manifest['skill']})"
+    return text
+
+
+class ProposalPhases:
+    """propose -> commit -> backtest, and the dry run. Needs `root`, `settings`, `lineage`, `say`, `_diagnose`."""
+
+    def _propose(self, version: str, parent: str, parent_recipe: dict, diag_ref: dict) -> dict:
+        from evo.agent import AgentContext, get_agent
+        from evo.agent.guard import check_candidate
+        from evo.agent.memory import Memory
+        from evo.agent.skills import load_skills
+
+        worktree = self.lineage.create_version(version, [parent])
+        self.lineage.reset_worktree(version)  # a killed propose may have left half an edit
+        records = self.lineage.read_all()
+        diagnosis = json.loads(Path(diag_ref["path"]).read_text())
+        last = V.last_transition(records)
+        agent = get_agent(self.settings, backend=self.agent_backend)
+        ctx = AgentContext(
+            phase="reflect" if last and last.get("outcome") in ("mixed", "insufficient") else "propose",
+            harness_revised=False,
+            root=self.root, worktree=Path(worktree), version=version, parent=parent,
+            domain=parent_recipe["domain"]["name"], recipe=parent_recipe, diagnosis=diagnosis,
+            last_outcome=last, lineage=V.lineage_summaries(records),
+            memory=Memory.load(self.root), skills=load_skills([resource_dir("skills"), self.root / "skills"]),
+            settings=self.settings,
+        )
+        manifests, usage = [], {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "turns": 0}
+        recipe_before = parent_recipe
+        seen: dict[str, str] = {}  # path -> content digest after the previous proposal
+        violation = None
+        for attempt in range(2):
+            self.say(f"agent ({agent.name}): {ctx.phase}")
+            proposal = agent.propose(ctx)
+            if proposal is None:
+                break
+            for key in usage:
+                usage[key] += proposal.usage.get(key, 0) or 0
+            # Only what this proposal changed: paths whose content moved since the previous one.
+            changed = [p for p in self.lineage.worktree_changes(version)
+                       if _digest(Path(worktree) / p) != seen.get(p)]
+            recipe_text = (Path(worktree) / "recipe.yaml").read_text()
+            manifests.append(proposal.manifest)
+            try:
+                check_candidate(changed, proposal.manifest, recipe_before, recipe_text, self.settings)
+            except AgentError as exc:
+                violation = str(exc)
+                break
+            seen.update({p: _digest(Path(worktree) / p) for p in changed})
+            if proposal.manifest.get("kind") != "harness" or attempt == 1:
+                break
+            # A harness revision: re-diagnose the parent with the revised harness, then ask again.
+            recipe_before = parse_recipe(recipe_text)
+            rediag_dir = artifact_dir(self.root, self.settings, version) / "rediagnosis"
+            rediag = self._diagnose(parent, parent_recipe, parent=(self.lineage.record(parent).parents or [None])[0],
+                                    tree=Path(worktree), out_dir=rediag_dir)
+            ctx.diagnosis, ctx.harness_revised, ctx.phase = rediag, True, "propose"
+        if not manifests:
+            return {"status": "nothing", "reason": "the agent found no bottleneck the evidence supports and no harness gap"}
+        return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
+
+    def _commit(self, version: str, parent: str, proposal: dict) -> dict:
+        manifests = proposal["manifests"]
+        primary = manifests[-1]
+        message = f"{version}: {describe(primary)}\n\n{primary.get('hypothesis', '')}".strip()
+        sha = self.lineage.commit_version(version, message, intervention=primary.get("factor"))
+        fault_point("commit", "mid")  # committed, no event yet: resume must not commit twice
+        self.lineage.append_event(version, {
+            "id": event_id(version, "created"), "event": "created", "version": version,
+            "parents": [parent], "branch": f"evo/{version}", "commit": sha,
+            "intervention": primary, "harness_revision": manifests[0] if len(manifests) > 1 else None,
+            "agent": proposal["agent"], "usage": proposal["usage"],
+        })
+        for m in manifests:
+            if m.get("skill"):
+                self.lineage.append_event(version, {
+                    "id": event_id(version, "skill_used", m["skill"]), "event": "skill_used",
+                    "version": version, "skill": m["skill"], "domain": self.settings["domain"],
+                })
+        if proposal.get("violation"):
+            self.lineage.append_event(version, {
+                "id": event_id(version, "rejected"), "event": "rejected", "version": version,
+                "reason": proposal["violation"], "by": "guard",
+            })
+        return {"commit": sha}
+
+    def _backtest(self, version: str, parent: str, parent_recipe: dict, manifests: list[dict]) -> dict | None:
+        change = next((m["backtest"] for m in manifests if m.get("backtest")), None)
+        if not change:
+            return None
+        from evo.harness.backtest import backtest
+
+        result = backtest(artifact_dir(self.root, self.settings, parent), change, parent_recipe)
+        self.lineage.append_event(version, {
+            "id": event_id(version, "backtested"), "event": "backtested", "version": version,
+            "change": change, "prediction": {k: v for k, v in result.items() if k != "message"},
+            "message": result.get("message", ""),
+        })
+        return result
+
+    # ---------------------------------------------------------------- dry run
+    def _dry_run_untrained(self, head: str) -> StepReport:
+        recipe = V.recipe_of(self.lineage, head)
+        est = gating.estimate(recipe, self.settings).as_dict()
+        return StepReport(status="dry-run", version=head, estimate=est,
+                          intervention="(none: the baseline must be trained first)",
+                          message=f"the next step would first train baseline {head}")
+
+    def _dry_run(self, head: str) -> StepReport:
+        """Diagnose and propose in a throw-away candidate, estimate its cost, discard it."""
+        version = self.lineage.next_version()
+        parent_recipe = V.recipe_of(self.lineage, head)
+        diag = self._diagnose_parent(head, parent_recipe)
+        try:
+            proposal = self._propose(version, head, parent_recipe, diag)
+            report = StepReport(status="dry-run", version=version, parents=[head])
+            if proposal["status"] == "nothing":
+                report.message = proposal["reason"]
+                return report
+            manifests = proposal["manifests"]
+            report.intervention = describe(manifests[-1])
+            if len(manifests) > 1:
+                report.harness_revision = describe(manifests[0])
+            if proposal.get("violation"):
+                report.message = f"the candidate would be rejected: {proposal['violation']}"
+            recipe = parse_recipe((Path(self.lineage.worktree_path(version)) / "recipe.yaml").read_text())
+            harness_only = all(m.get("kind") == "harness" for m in manifests)
+            cost = gating.estimate(recipe, self.settings, train=not harness_only)
+            report.estimate = cost.as_dict()
+            if gating.needs_approval(cost, self.settings):
+                report.message = (report.message + "; " if report.message else "") + "it would wait for approval"
+            return report
+        finally:
+            self.lineage.discard_version(version)
+            shutil.rmtree(artifact_dir(self.root, self.settings, version), ignore_errors=True)
+
+
+
+def _digest(path: Path) -> str:
+    """Content digest of a worktree file ("" when deleted)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+
+
