@@ -56,14 +56,22 @@ def init_workspace(path: Path, recipe_text: str = FAST_RECIPE, settings_patch: d
     recipe.write_text(recipe_text)
     evo("init", path, "--recipe", recipe)
     if settings_patch:
-        import yaml
-
-        settings = yaml.safe_load((path / "evo.yaml").read_text())
-        for key, value in settings_patch.items():
-            settings.setdefault(key, {}).update(value)
-        (path / "evo.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-        subprocess.run(["git", "commit", "-qam", "settings for this test"], cwd=path, check=True)
+        patch_settings(path, settings_patch)
     return path
+
+
+def patch_settings(root: Path, patch: dict) -> None:
+    """Update sections of evo.yaml and commit it on main, as a user would."""
+    import yaml
+
+    settings = yaml.safe_load((root / "evo.yaml").read_text())
+    for key, value in patch.items():
+        if isinstance(value, dict):
+            settings.setdefault(key, {}).update(value)
+        else:
+            settings[key] = value
+    (root / "evo.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    subprocess.run(["git", "commit", "-qam", "settings for this test"], cwd=root, check=True)
 
 
 def lineage_fingerprint(root: Path) -> dict:

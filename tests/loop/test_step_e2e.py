@@ -14,12 +14,14 @@ from collections import Counter
 
 from loop_support import FAST_SETTINGS, copy_workspace, evo, evo_json, init_workspace, lineage_fingerprint
 
-# Every phase boundary of a first step (bootstrap of v0, then the v1
-# transition), plus kills inside phases between a git write and its record.
+# Every phase of a first step (the v1 transition; the bootstrap of v0 runs the
+# same gate/run/evaluate/judge code under its own journal, so two of its phases
+# stand for it), killed as the phase starts, plus kills inside phases between a
+# git write and its record (":mid").
 KILL_SEQUENCE = [
-    "evaluate-base", "gate", "run", "evaluate", "judge",  # bootstrap of v0
-    "diagnose", "propose", "commit", "commit:mid", "backtest", "gate", "run", "run:end",
-    "evaluate", "judge", "decide", "decide:mid", "record", "record:mid",
+    "evaluate-base", "run",  # bootstrap of v0
+    "diagnose", "propose", "commit:mid", "backtest", "gate", "run", "evaluate", "judge",
+    "decide:mid", "record:mid",
 ]
 
 
