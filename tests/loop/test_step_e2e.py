@@ -89,3 +89,19 @@ def test_three_steps_promote_prune_and_remember(stepped, tmp_path):
     assert used and all(r["domains"] == ["arithmetic"] for r in used.values())
     committed = subprocess.run(["git", "log", "--format=%s", "main"], cwd=root, capture_output=True, text=True).stdout
     assert "evo: record v3" in committed
+
+
+def test_a_different_baseline_leads_to_a_different_first_intervention(stepped, tmp_path):
+    """The same loop on a v0 with ample generation length finds no truncation to fix."""
+    from loop_support import FAST_RECIPE
+
+    ample = init_workspace(tmp_path / "ample", FAST_RECIPE.replace("max_new_tokens: 4", "max_new_tokens: 12"),
+                           settings_patch=FAST_SETTINGS)
+    evo("step", "-C", ample)
+    short_v1 = evo_json("show", "-C", stepped["root"], "v1")
+    ample_v1 = evo_json("show", "-C", ample, "v1")
+    pick = lambda shown: next(e for e in shown["events"] if e["event"] == "created")["intervention"]  # noqa: E731
+    assert pick(short_v1)["factor"] == "rollout.max_new_tokens"
+    assert pick(ample_v1)["factor"] != "rollout.max_new_tokens"
+    diagnosis = (ample / ".evo/artifacts/v0/diagnosis.json").read_text()
+    assert '"behavior.truncation"' not in diagnosis  # and it is evidence-driven: no truncation finding, no length fix
