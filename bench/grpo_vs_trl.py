@@ -11,7 +11,10 @@ step in both trainers), same number of steps, all in one run on the CPU:
 
 1. ours  - `evo.train.trainer.Trainer.run_step`: rollout, rewards, filters,
            advantages, update, rollouts shard + metrics line (everything a step does);
-2. bare  - the floor: HF generate of the same batch + one forward + backward;
+2. bare  - the floor: the same batch sampled by the same policy backend
+           (`HFPolicy.generate_ids`, i.e. our lean KV-cached sampler) + one plain
+           forward + backward over prompt + completion; ours / bare - 1 is the
+           harness overhead on top of generation and a gradient step;
 3. trl   - `trl.GRPOTrainer` (installed in the bench's own venv, `.venv-bench`,
            created on first use with `pip install trl`; the package itself never
            depends on trl). Run as a subprocess of this script.
@@ -73,7 +76,7 @@ def bench_ours(steps: int, warmup: int, kl: float) -> list[float]:
 
 
 def bench_bare(steps: int, warmup: int) -> list[float]:
-    """HF generate of the same batch, then one forward + backward over prompt + completion."""
+    """The policy's own sampler on the same batch, then one forward + backward over prompt + completion."""
     import torch
 
     from evo.domains.arithmetic import ArithmeticEnv
