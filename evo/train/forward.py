@@ -9,10 +9,13 @@ the same as a forward over the full sequences; the prompt costs 1/G of what it
 would. Works for any Hugging Face causal LM that takes `past_key_values` and
 `position_ids`.
 
-Responses are right-padded, and their lengths vary a lot (an answer that ends
-at its first token next to one that runs to the limit), so rows are split into
-a few length buckets (`length_buckets`), each run on its own copy of the
-prompt cache: the padded work is what it costs, not the longest row times all.
+Two more savings, both exact: identical trajectories of a group (frequent once
+the policy is confident) are computed once and share their logits, so their
+gradients add up as if each had been computed; and responses, right-padded
+and of very different lengths (an answer that ends at its first token next to
+one that runs to the limit), are split into a few length buckets
+(`length_buckets`), each run on its own copy of the prompt cache, so the
+padded work is what it costs, not the longest row times all.
 
 Layout: prompts are left-padded (their last token sits at the last position,
 whose logits predict the first response token), responses right-padded.
@@ -97,8 +100,20 @@ def response_logits(model, batch: TrainBatch, rows: Sequence[int], temperature: 
     p_pos = (p_mask.cumsum(-1) - 1).clamp(min=0)  # (k, P) positions start at 0 on the first real token
     out = model(input_ids=p_ids.to(device), attention_mask=p_mask.to(device), position_ids=p_pos.to(device),
                 use_cache=True, logits_to_keep=1)
-    sel = torch.tensor([local[batch.row_prompt[r]] for r in rows], device=device)  # (n,)
-    first = out.logits[:, -1].index_select(0, sel)  # (n, V) predicts response token 0
+    # Identical trajectories (same prompt, same response: common once a policy is confident) have
+    # identical logits: each is computed once and its logits are shared, so their gradients add up.
+    distinct: dict[tuple, int] = {}
+    row_of, uniq = [], []  # (n,) row -> distinct trajectory; (u,) distinct -> its first row
+    for i, r in enumerate(rows):
+        key = (batch.row_prompt[r], tuple(batch.responses[r]))
+        if key not in distinct:
+            distinct[key] = len(uniq)
+            uniq.append(i)
+        row_of.append(distinct[key])
+    u = len(uniq)
+    sel = torch.tensor([local[batch.row_prompt[rows[i]]] for i in uniq])  # (u,) prompt of each distinct row
+    sel_d = sel.to(device)
+    first = out.logits[:, -1].index_select(0, sel_d)  # (u, V) predicts response token 0
     cache = out["cache"] if "cache" in out else out["past_key_values"]
 
     lengths = [len(batch.responses[r]) for r in rows]
@@ -112,33 +127,37 @@ def response_logits(model, batch: TrainBatch, rows: Sequence[int], temperature: 
             r_ids[i, : len(resp)] = torch.tensor(resp, dtype=torch.long)
             r_real[i, : len(resp)] = 1
             mask[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
-    buckets = length_buckets(lengths) if _selectable(cache) else [list(range(n))]
-    start = p_mask.sum(-1).index_select(0, sel.cpu())  # (n,) prompt lengths = position of response token 0
+    uniq_t = torch.tensor(uniq)  # (u,)
+    u_ids, u_real = r_ids.index_select(0, uniq_t), r_real.index_select(0, uniq_t)  # (u, R)
+    u_lengths = [lengths[i] for i in uniq]
+    start = p_mask.sum(-1).index_select(0, sel)  # (u,) prompt lengths = position of response token 0
+    buckets = length_buckets(u_lengths) if _selectable(cache) else [list(range(u))]
     parts, order = [], []
-    for b in buckets:
-        fed = max(lengths[i] for i in b) - 1  # response tokens 0..fed-1 predict tokens 1..fed
-        idx = torch.tensor(b)  # (m,)
+    for bucket in buckets:
+        fed = max(u_lengths[i] for i in bucket) - 1  # response tokens 0..fed-1 predict tokens 1..fed
+        idx = torch.tensor(bucket)  # (m,)
         if fed <= 0:  # only the first token: the prompt's last logits predict it
             logits = first.index_select(0, idx.to(device))[:, None]  # (m, 1, V)
         else:
             if len(buckets) == 1:
-                cache.reorder_cache(sel)  # (n, heads, P, d) per layer; differentiable index_select
+                cache.reorder_cache(sel_d)  # (u, heads, P, d) per layer; differentiable index_select
                 rows_cache = cache
             else:
-                rows_cache = _rows_of(cache, sel.index_select(0, idx.to(device)))
-            b_sel = sel.cpu().index_select(0, idx)  # (m,)
-            full_mask = torch.cat([p_mask.index_select(0, b_sel), r_real[idx, :fed]], dim=1)  # (m, P + fed)
+                rows_cache = _rows_of(cache, sel_d.index_select(0, idx.to(device)))
+            full_mask = torch.cat([p_mask.index_select(0, sel.index_select(0, idx)), u_real[idx, :fed]], dim=1)  # (m, P + fed)
             r_pos = start.index_select(0, idx)[:, None] + torch.arange(fed)[None, :]  # (m, fed)
-            out2 = model(input_ids=r_ids[idx, :fed].to(device), attention_mask=full_mask.to(device),
+            out2 = model(input_ids=u_ids[idx, :fed].to(device), attention_mask=full_mask.to(device),
                          position_ids=r_pos.to(device), use_cache=True, **{_cache_kwarg(model): rows_cache})
             logits = torch.cat([first.index_select(0, idx.to(device))[:, None], out2.logits], dim=1)  # (m, fed+1, V)
         parts.append(torch.nn.functional.pad(logits, (0, 0, 0, width_r - logits.shape[1])))  # (m, R, V)
-        order += b
-    logits = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]  # (n, R, V) in bucket order
-    if order != list(range(n)):
-        inverse = torch.empty(n, dtype=torch.long)
-        inverse[torch.tensor(order)] = torch.arange(n)
-        logits = logits.index_select(0, inverse.to(device))  # (n, R, V) back in row order
+        order += bucket
+    logits = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]  # (u, R, V) in bucket order
+    position = [0] * u
+    for at, d in enumerate(order):
+        position[d] = at
+    gather = [position[d] for d in row_of]  # (n,) where each row's logits sit
+    if gather != list(range(n)):
+        logits = logits.index_select(0, torch.tensor(gather, device=device))  # (n, R, V) in row order
     return logits.float() / temperature, r_ids.to(device), mask.to(device)
 
 

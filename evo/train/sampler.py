@@ -6,17 +6,19 @@ bookkeeping, rows that finished long ago still computed) costs as much as the
 model itself. This loop does only what a GRPO rollout needs:
 
 1. one prefill forward over the *distinct* left-padded contexts (the G samples
-   of a group share their prompt, so it is computed once) and an index_select
-   of its KV cache to the rows that continue it;
-2. single-token forwards with the cache, sampling each row from
-   softmax(logits / temperature) (optionally nucleus-truncated exactly like
-   `transformers`' TopPLogitsWarper, no top-k) with a seeded `torch.Generator`;
+   of a group share their prompt, so it is computed once);
+2. single-token forwards with the KV cache, one row per distinct context:
+   rows of a group that drew the same tokens so far share one cache row (they
+   would compute exactly the same thing), and the cache is re-indexed as rows
+   diverge or finish. Each row samples from softmax(logits / temperature)
+   (optionally nucleus-truncated exactly like `transformers`'
+   TopPLogitsWarper, no top-k) with a seeded `torch.Generator`;
    `temperature <= 0` takes the argmax (greedy);
 3. a row ends at an end token (EOS → "eos", a single-token stop string →
    "stop"), when its decoded text first contains a multi-token stop string
    ("stop"; decoded only for rows whose new token can complete one), or at
-   `max_new_tokens` ("length"). Finished rows leave the batch (their cache rows
-   are dropped once enough have finished), and the loop stops when none is left.
+   `max_new_tokens` ("length"). Finished rows leave the batch, and the loop
+   stops when none is left.
 
 The returned ids include the end token; text is `decode(ids)` (special tokens
 skipped), cut just after a multi-token stop string. `entropy` is the mean
@@ -37,11 +39,6 @@ from typing import Callable, Sequence
 import torch
 
 from evo.train.types import Generation
-
-# Drop finished rows from the batch once this fraction of it has finished (copying the
-# cache on every single finish would cost more than it saves on large caches).
-_COMPACT_FRACTION = 0.125
-
 
 class LeanSamplingUnsupported(Exception):
     """This model or its cache cannot go through the lean loop; use `generate` instead."""
@@ -92,24 +89,26 @@ def _model_cache_kwarg(model) -> str:
     return "cache" if "cache" in _forward_params(type(model)) else "past_key_values"
 
 
-def _draw(logits: torch.Tensor, temperature: float, top_p: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row; returns tokens (n,) and the entropy of each row's distribution (n,)."""
-    logits = logits.float()  # (n, V)
+def _draw(logits: torch.Tensor, node_of_row: torch.Tensor, temperature: float, top_p: float,
+          generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row from its node's logits; returns tokens (n,) and each row's entropy (n,)."""
+    logits = logits.float()  # (k, V) one row per distinct context
     if temperature <= 0:
-        logp = torch.log_softmax(logits, dim=-1)  # (n, V)
-        return logits.argmax(-1), _entropy(logp)
-    scores = logits / temperature  # (n, V)
+        entropy = _entropy(torch.log_softmax(logits, dim=-1))  # (k,)
+        return logits.argmax(-1).index_select(0, node_of_row), entropy.index_select(0, node_of_row)
+    scores = logits / temperature  # (k, V)
     if top_p < 1.0:
         # transformers' TopPLogitsWarper: drop the low tail whose mass is <= 1 - top_p, keep >= 1 token.
-        sorted_scores, order = torch.sort(scores, descending=False)  # (n, V)
-        cumulative = sorted_scores.softmax(-1).cumsum(-1)  # (n, V)
+        sorted_scores, order = torch.sort(scores, descending=False)  # (k, V)
+        cumulative = sorted_scores.softmax(-1).cumsum(-1)  # (k, V)
         drop_sorted = cumulative <= 1 - top_p
         drop_sorted[:, -1] = False
-        drop = drop_sorted.scatter(1, order, drop_sorted)  # (n, V)
+        drop = drop_sorted.scatter(1, order, drop_sorted)  # (k, V)
         scores = scores.masked_fill(drop, float("-inf"))
-    logp = torch.log_softmax(scores, dim=-1)  # (n, V)
-    tokens = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # (n,)
-    return tokens, _entropy(logp)
+    logp = torch.log_softmax(scores, dim=-1)  # (k, V)
+    probs = logp.exp().index_select(0, node_of_row)  # (n, V)
+    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (n,)
+    return tokens, _entropy(logp).index_select(0, node_of_row)
 
 
 def _entropy(logp: torch.Tensor) -> torch.Tensor:
@@ -157,25 +156,23 @@ def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, t
     texts: list[str | None] = [None] * n_rows
     reasons: list[str | None] = [None] * n_rows
 
-    sel = torch.tensor(source)  # (B,)
     out = model(input_ids=ctx_ids.to(device), attention_mask=ctx_mask.to(device),
                 position_ids=ctx_pos.to(device), use_cache=True, logits_to_keep=1)
     cache = out[cache_kw] if cache_kw in out else out["past_key_values"]
     _check_cache(cache)
-    logits = out.logits[:, -1].index_select(0, sel.to(device))  # (B, V)
-    if len(contexts) < n_rows:
-        cache.reorder_cache(sel)  # (B, heads, P, d) per layer
-    mask = ctx_mask.index_select(0, sel).to(device)  # (B, P) grows by one column per token
-    position = ctx_mask.sum(-1).index_select(0, sel).to(device)  # (B,) position of the next token
-    slot_row = list(range(n_rows))  # batch slot -> row, -1 once that row has finished
-    live = n_rows
+    logits = out.logits[:, -1]  # (k, V) one row per node (distinct context)
+    mask = ctx_mask.to(device)  # (k, P) grows by one column per token
+    position = ctx_mask.sum(-1).to(device)  # (k,) position of the next token
+    live = list(range(n_rows))  # rows still sampling
+    node = list(source)  # row -> its context's batch entry (node)
 
     for step in range(max_new_tokens):
-        tokens, entropy = _draw(logits, temperature, top_p, generator)  # (n,), (n,)
+        tokens, entropy = _draw(logits, torch.tensor([node[r] for r in live], device=device),
+                                temperature, top_p, generator)  # (n,), (n,)
         last = step == max_new_tokens - 1
-        for slot, (row, tok, ent) in enumerate(zip(slot_row, tokens.tolist(), entropy.tolist())):
-            if row < 0:
-                continue
+        children: dict[tuple[int, int], int] = {}  # (node, token) -> next node
+        parents, fed, still = [], [], []
+        for row, tok, ent in zip(live, tokens.tolist(), entropy.tolist()):
             ids = rows[row]
             ids.append(tok)
             entropy_sum[row] += ent
@@ -189,23 +186,26 @@ def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, t
                         break
             if reasons[row] is None and last:
                 reasons[row] = "length"
-            if reasons[row] is not None:
-                slot_row[slot] = -1
-                live -= 1
-        if live == 0:
+            if reasons[row] is None:
+                key = (node[row], tok)
+                if key not in children:  # rows that drew the same token still share one context
+                    children[key] = len(parents)
+                    parents.append(node[row])
+                    fed.append(tok)
+                node[row] = children[key]
+                still.append(row)
+        live = still
+        if not live:
             break
-        finished = len(slot_row) - live
-        if finished >= max(1, _COMPACT_FRACTION * len(slot_row)):
-            keep = [slot for slot, row in enumerate(slot_row) if row >= 0]
-            keep_t = torch.tensor(keep, device=device)  # (n',)
-            cache.reorder_cache(keep_t)
-            tokens, mask, position = tokens[keep_t], mask[keep_t], position[keep_t]
-            slot_row = [slot_row[s] for s in keep]
-        mask = torch.cat([mask, mask.new_ones((len(slot_row), 1))], dim=1)  # (n, P + step + 1)
-        out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=position[:, None],
-                    use_cache=True, **{cache_kw: cache})
+        if parents != list(range(len(logits))):  # contexts split, merged or finished
+            index_t = torch.tensor(parents, device=device)  # (k',)
+            cache.reorder_cache(index_t)
+            mask, position = mask.index_select(0, index_t), position.index_select(0, index_t)
+        mask = torch.cat([mask, mask.new_ones((len(parents), 1))], dim=1)  # (k', P + step + 1)
+        out = model(input_ids=torch.tensor(fed, device=device)[:, None], attention_mask=mask,
+                    position_ids=position[:, None], use_cache=True, **{cache_kw: cache})
         position = position + 1
-        logits = out.logits[:, -1]  # (n, V)
+        logits = out.logits[:, -1]  # (k', V)
 
     gens = []
     for row in range(n_rows):

@@ -116,17 +116,18 @@ def test_prefix_shared_forward_matches_full_sequences(tiny_model_dir, monkeypatc
     model, tok = policy.model, policy.tokenizer
     model.train()
     enc = lambda s: tok(s, add_special_tokens=False).input_ids  # noqa: E731
-    specs = [("1+1=", "2\n", 0), ("1+1=", "33\n", 0), ("123+456=", "579\n", 1), ("123+456=", "5", 1), ("7=", "abcdefg", 2)]
+    specs = [("1+1=", "2\n", 0), ("1+1=", "33\n", 0), ("123+456=", "579\n", 1), ("123+456=", "5", 1), ("7=", "abcdefg", 2),
+             ("1+1=", "33\n", 0), ("7=", "abcdefg", 2)]  # duplicates: computed once, gradients still add up
     trajs = [Trajectory("t", "s", g, i, p, enc(p), enc(r), [1] * len(r), r, "eos", False)
              for i, (p, r, g) in enumerate(specs)]
-    trajs[4].response_mask = [1, 1, 0, 0, 1, 1, 1]  # observation tokens in the middle
-    batch = build_batch(trajs, [1.0] * 5, [0.2] * 5, tok.pad_token_id)
+    trajs[4].response_mask = [1, 1, 0, 0, 1, 1, 1]  # observation tokens in the middle (not in its duplicate)
+    batch = build_batch(trajs, [1.0] * 7, [0.2] * 7, tok.pad_token_id)
     assert len(batch.prompts) == 3
     if bucket_overhead is not None:
         monkeypatch.setattr(forward, "BUCKET_OVERHEAD", bucket_overhead)
-        assert length_buckets([len(t.response_ids) for t in trajs]) == [[4], [2], [1], [0], [3]]
-    logits, targets, mask = response_logits(model, batch, list(range(5)))
-    shared = gather_logprobs(logits, targets)  # (5, R)
+        assert length_buckets([len(t.response_ids) for t in trajs[:5]]) == [[4], [2], [1], [0], [3]]
+    logits, targets, mask = response_logits(model, batch, list(range(7)))
+    shared = gather_logprobs(logits, targets)  # (7, R)
     (shared * mask).sum().backward()
     grads = {k: p.grad.clone() for k, p in model.named_parameters()}
     model.zero_grad()

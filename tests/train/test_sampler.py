@@ -120,9 +120,10 @@ def test_eos_stop_tokens_stop_strings_and_length_give_the_right_finish_reasons()
         assert out[0].token_ids == enc("12") + [eos]  # EOS stays in the ids (trained on), not in the text
         assert out[2].token_ids == enc("x;;") and out[3].token_ids == enc("98765")
         assert all(g.entropy == pytest.approx(0.0, abs=1e-6) for g in out)
-        # 4 distinct prompts are prefilled once, then the 6 rows decode; finished rows leave the batch
-        # ("3\n" after 2 tokens, "12<eos>" and "x;;" after 3), and the loop ends when every row has.
-        assert model.seen == [4, 6, 5, 2, 2]
+        # Only distinct contexts are computed: 4 prompts, then the 4 distinct continuations (the two
+        # "a" rows and the two "d" rows drew the same tokens), then fewer as rows finish ("3\n" after
+        # 2 tokens, "12<eos>" and "x;;" after 3); the loop ends when every row has.
+        assert model.seen == [4, 4, 3, 1, 1]
 
 
 def test_an_unsuitable_cache_falls_back_to_generate_and_lean_says_why():
