@@ -144,7 +144,8 @@ def response_logits(model, batch: TrainBatch, rows: Sequence[int], temperature: 
                 rows_cache = cache
             else:
                 rows_cache = _rows_of(cache, sel_d.index_select(0, idx.to(device)))
-            full_mask = torch.cat([p_mask.index_select(0, sel.index_select(0, idx)), u_real[idx, :fed]], dim=1)  # (m, P + fed)
+            b_prompt_mask = p_mask.index_select(0, sel.index_select(0, idx))  # (m, P)
+            full_mask = torch.cat([b_prompt_mask, u_real[idx, :fed]], dim=1)  # (m, P + fed)
             r_pos = start.index_select(0, idx)[:, None] + torch.arange(fed)[None, :]  # (m, fed)
             out2 = model(input_ids=u_ids[idx, :fed].to(device), attention_mask=full_mask.to(device),
                          position_ids=r_pos.to(device), use_cache=True, **{_cache_kwarg(model): rows_cache})
@@ -161,8 +162,8 @@ def response_logits(model, batch: TrainBatch, rows: Sequence[int], temperature: 
     return logits.float() / temperature, r_ids.to(device), mask.to(device)
 
 
-# Cost of one extra forward + backward, in units of (row x response token) of padded work. Measured on
-# CPU with the tiny model (a forward + backward costs as much fixed time as ~100 padded positions); only the split decision uses it.
+# Cost of one extra forward + backward, in units of (row x response token) of padded work: on CPU with
+# the tiny model a forward + backward has the fixed cost of ~80-100 positions. Only the split uses it.
 BUCKET_OVERHEAD = 96.0
 
 

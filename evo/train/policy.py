@@ -1,4 +1,4 @@
-"""Load a policy and sample from it with Hugging Face `generate` (the CPU default backend).
+"""Load a policy and sample from it (the CPU default backend: a lean KV-cached loop, or Hugging Face `generate`).
 
 `load_policy("builtin:tiny-char")` loads the shipped checkpoint in
 `evo/data/tiny-char/`; any other name is a local folder (a `save_pretrained`
@@ -14,7 +14,7 @@ temperature, full softmax) are those of the distribution that was sampled.
 Two samplers produce the same kind of result (ids ending with their end token,
 finish reasons eos / stop / length): the lean KV-cached loop of
 `evo.train.sampler` (default for decoder-only models with a plain key/value
-cache; several times faster on CPU) and Hugging Face `generate` (any other
+cache; 2-3x faster than `generate` on CPU) and Hugging Face `generate` (any other
 model, or `sampler="hf"`). Unlike `generate`, the lean loop ignores a model's
 `generation_config` extras (repetition penalty and the like), which would make
 the sampled distribution differ from the one the trainer scores.
@@ -158,7 +158,7 @@ class HFPolicy:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.inference_mode():
+            with torch.no_grad():  # not inference_mode: a buffer a model updates lazily must stay usable in training
                 return sample(
                     self.model, prompt_ids, max_new_tokens=int(max_new_tokens), temperature=float(temperature),
                     top_p=float(top_p), eos_id=self.tokenizer.eos_token_id, end_ids=end_ids,

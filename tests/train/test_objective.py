@@ -116,7 +116,8 @@ def test_prefix_shared_forward_matches_full_sequences(tiny_model_dir, monkeypatc
     model, tok = policy.model, policy.tokenizer
     model.train()
     enc = lambda s: tok(s, add_special_tokens=False).input_ids  # noqa: E731
-    specs = [("1+1=", "2\n", 0), ("1+1=", "33\n", 0), ("123+456=", "579\n", 1), ("123+456=", "5", 1), ("7=", "abcdefg", 2),
+    specs = [("1+1=", "2\n", 0), ("1+1=", "33\n", 0), ("123+456=", "579\n", 1), ("123+456=", "5", 1),
+             ("7=", "abcdefg", 2),
              ("1+1=", "33\n", 0), ("7=", "abcdefg", 2)]  # duplicates: computed once, gradients still add up
     trajs = [Trajectory("t", "s", g, i, p, enc(p), enc(r), [1] * len(r), r, "eos", False)
              for i, (p, r, g) in enumerate(specs)]
