@@ -40,6 +40,7 @@ import torch
 
 from evo.train.types import Generation
 
+
 class LeanSamplingUnsupported(Exception):
     """This model or its cache cannot go through the lean loop; use `generate` instead."""
 
