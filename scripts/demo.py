@@ -37,6 +37,14 @@ def main() -> None:
     if isinstance(head, dict):
         head = head.get("version") or head.get("name")
     print(f"\npromoted head: {head}")
+    artifacts = target / ".evo" / "artifacts"
+    scores = {name: json.loads((artifacts / name / "eval.json").read_text())["avg_at_k"]
+              for name in ("base", "v0", head) if (artifacts / name / "eval.json").exists()}
+    line = f"base model (untrained) Avg@8 {scores.get('base', float('nan')):.3f}"
+    line += f" -> v0 (baseline recipe, trained) {scores.get('v0', float('nan')):.3f}"
+    if head != "v0":
+        line += f" -> {head} (promoted) {scores.get(head, float('nan')):.3f}"
+    print(line)
     if head != "v0":
         evo("compare", "-C", str(target), head, "v0")
     else:

@@ -28,14 +28,15 @@ def event_id(version: str, kind: str, suffix: str = "") -> str:
 
 
 def describe(manifest: dict | None) -> str:
+    """`[kind] change (skill name)`, e.g. `[policy] rollout.max_new_tokens: 4 → 8 (skill raise-generation-length)`."""
     if not manifest:
         return ""
-    text = f"[{manifest.get('kind', '?')}] {manifest.get('factor', '?')}"
-    if manifest.get("change"):
-        text += f": {manifest['change']}"
-    if manifest.get("skill"):
-        text += f" (skill {manifest['skill']})"
-    return text
+    factor, change = str(manifest.get("factor", "?")), str(manifest.get("change") or "")
+    text = change if change.startswith(factor) else f"{factor}: {change}" if change else factor
+    skill = manifest.get("skill")
+    if skill and f"skill {skill}" not in text:
+        text += f" (skill {skill})"
+    return f"[{manifest.get('kind', '?')}] {text}"
 
 
 class ProposalPhases:
