@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evo.errors import ConfigError
 from evo.recipe import _fill_defaults
 from evo.schemas import load_schema, validate
 from evo.yamlio import load_yaml
@@ -13,7 +14,12 @@ SETTINGS_FILE = "evo.yaml"
 
 def normalize_settings(data: dict, *, source: str = SETTINGS_FILE) -> dict:
     validate(data, "settings", source=source)
-    return _fill_defaults(data, load_schema("settings"))
+    settings = _fill_defaults(data, load_schema("settings"))
+    root = settings["artifacts"]["root"]
+    if "://" in root:
+        raise ConfigError(f"{source}: artifacts.root: {root!r} is a URL; remote artifact storage is not supported yet, "
+                          "use a local path (a shared mount works)")
+    return settings
 
 
 def load_settings(root: str | Path) -> dict:

@@ -120,3 +120,10 @@ def test_corrupt_journal_is_a_one_line_error(tmp_path):
 
     with pytest.raises(WorkspaceError, match="unreadable step journal .* remove it"):
         Journal.load(tmp_path)
+
+
+def test_remote_artifact_root_is_refused_with_the_fix():
+    from evo.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"evo.yaml: artifacts.root: 's3://bucket/runs' is a URL; .* use a local path"):
+        normalize_settings({"domain": "arithmetic", "model": "m", "artifacts": {"root": "s3://bucket/runs"}})
