@@ -25,21 +25,37 @@ ABANDON_WARN = 0.2
 IDLE_WARN = 0.2
 
 
+def _submitted(table, rows):
+    """(rows,) bool: the episode called a submit tool, looked up only at `rows`.
+
+    Flattening a million tool lists costs more than the rest of this analyzer, and
+    the answer only matters for unanswered episodes that ended or ran out idle.
+    """
+    import pyarrow as pa
+
+    out = np.zeros(table.num_rows, dtype=bool)
+    if kit.has(table, "tools") and len(rows):
+        tools = table.column("tools").take(pa.array(rows))  # (len(rows),) lists
+        out[rows] = kit.list_contains(pa.table({"tools": tools}), "tools", SUBMIT_TOOLS)
+    return out
+
+
 def _modes(table):
     n = table.num_rows
     has_finish = kit.has(table, "finish_reason")
     answered = kit.nonempty(table, "answer") if kit.has(table, "answer") else np.zeros(n, bool)
-    submitted = kit.list_contains(table, "tools", SUBMIT_TOOLS) if kit.has(table, "tools") else np.zeros(n, bool)
     turns = np.maximum(kit.col(table, "turns", np.int64), 1) if kit.has(table, "turns") else np.ones(n, np.int64)
     calls = kit.col(table, "tool_calls", np.int64) if kit.has(table, "tool_calls") else np.zeros(n, np.int64)
     truncated = kit.col(table, "truncated", bool) if kit.has(table, "truncated") else np.zeros(n, bool)
     idle = np.maximum(turns - calls, 0)
-    unfinished = ~answered & ~submitted
     ended_itself = kit.text_in(table, "finish_reason", ("eos", "stop")) if has_finish else np.ones(n, bool)
     hit_limit = kit.text_in(table, "finish_reason", ("max_turns", "length")) if has_finish else np.zeros(n, bool)
-    abandoned = ended_itself & unfinished
     ran_out = hit_limit | truncated
-    idle_failure = ran_out & unfinished & (idle >= IDLE_SHARE * turns)
+    mostly_idle = idle >= IDLE_SHARE * turns
+    submitted = _submitted(table, np.flatnonzero(~answered & (ended_itself | (ran_out & mostly_idle))))
+    unfinished = ~answered & ~submitted
+    abandoned = ended_itself & unfinished
+    idle_failure = ran_out & unfinished & mostly_idle
     return abandoned, idle_failure, float(idle.sum() / turns.sum())
 
 

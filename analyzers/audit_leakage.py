@@ -61,7 +61,7 @@ def _signature_hits(table, patterns):
         except pa.ArrowInvalid as exc:
             raise ValueError(f"leakage signature {pattern!r} is not a valid RE2 regex ({str(exc).splitlines()[0]}); fix audits.leakage_signatures") from None
     combined = "|".join(f"(?:{p})" for p in patterns)
-    hits = kit.regex_mask(table, TEXT_COLUMNS, combined)
+    hits = kit.regex_mask_prefiltered(table, TEXT_COLUMNS, combined)  # chunks without e.g. "git" skip the regex
     per_pattern = {}
     if hits.any():
         hit_rows = table.filter(pa.array(hits))  # attribute hits to patterns on the (few) matching rows only
