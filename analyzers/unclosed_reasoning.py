@@ -9,6 +9,8 @@ Findings:
   (or training) responses leave a block open; reports how many are truncated.
 """
 
+import numpy as np
+
 from evo.harness import kit
 
 LAYER = "behavior"
@@ -18,9 +20,14 @@ UNCLOSED_WARN = 0.10
 
 
 def _unclosed(table):
+    """(rows,) bool: more OPEN_TAGs than CLOSE_TAGs; each tag count is skipped where the tag occurs nowhere."""
     import pyarrow.compute as pc
 
     text = pc.fill_null(table.column("completion"), "")
+    if not kit.text_may_contain(text, [OPEN_TAG]):
+        return np.zeros(table.num_rows, dtype=bool)  # a model without reasoning blocks
+    if not kit.text_may_contain(text, [CLOSE_TAG]):
+        return pc.match_substring(text, OPEN_TAG).to_numpy(zero_copy_only=False)  # nothing is ever closed
     opened = pc.count_substring(text, OPEN_TAG).to_numpy(zero_copy_only=False)
     closed = pc.count_substring(text, CLOSE_TAG).to_numpy(zero_copy_only=False)
     return opened > closed  # (rows,)

@@ -302,6 +302,17 @@ def required_literals(pattern: str) -> list[str] | None:
     return sorted(s for s in found if not any(o != s and o in s for o in found))  # "git" covers ".git/"
 
 
+def text_may_contain(column, literals: Iterable[str]) -> bool:
+    """Whether any row of a string (or list<string>) column could contain one of `literals`.
+
+    False is certain: no row holds any of them (e.g. no `<think>` anywhere, so
+    counting tags can be skipped). Costs one scan of each chunk's text buffer.
+    """
+    needles = [str(lit).encode("utf-8") for lit in literals]
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    return any(_text_may_contain(chunk, needles) for chunk in chunks)
+
+
 def _text_may_contain(array, literals: list[bytes]) -> bool:
     """Whether any row of a string (or list<string>) array could contain one of `literals`.
 
