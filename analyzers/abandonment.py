@@ -26,17 +26,20 @@ IDLE_WARN = 0.2
 
 
 def _submitted(table, rows):
-    """(rows,) bool: the episode called a submit tool, looked up only at `rows`.
+    """(table rows,) bool: the episode called a submit tool; exact at `rows`, may read False elsewhere.
 
     Flattening a million tool lists costs more than the rest of this analyzer, and
-    the answer only matters for unanswered episodes that ended or ran out idle.
+    the answer only matters at `rows`: unanswered episodes that ended or ran out idle.
     """
     import pyarrow as pa
 
     out = np.zeros(table.num_rows, dtype=bool)
-    if kit.has(table, "tools") and len(rows):
-        tools = table.column("tools").take(pa.array(rows))  # (len(rows),) lists
-        out[rows] = kit.list_contains(pa.table({"tools": tools}), "tools", SUBMIT_TOOLS)
+    if not kit.has(table, "tools") or len(rows) == 0:
+        return out
+    if 2 * len(rows) > table.num_rows:
+        return kit.list_contains(table, "tools", SUBMIT_TOOLS)  # most rows: cheaper than gathering them
+    tools = table.column("tools").take(pa.array(rows))  # (len(rows),) lists
+    out[rows] = kit.list_contains(pa.table({"tools": tools}), "tools", SUBMIT_TOOLS)
     return out
 
 
