@@ -5,7 +5,9 @@ Two checks over training rollouts and validation responses:
 1. *Signatures*: regexes (RE2 syntax) over `tools`, `transcript` and
    `completion`. Built-in per domain (DOMAIN_SIGNATURES: swe reads of git
    history — `git log/show/diff/blame/reflog`, reading `.git/`), plus every
-   regex in settings `audits.leakage_signatures`.
+   regex in settings `audits.leakage_signatures`. Column chunks whose text
+   holds none of the literals every match needs (e.g. `git`) skip the regex
+   (kit.regex_mask_prefiltered): on a clean run the check costs one buffer scan.
 2. *Answer from the environment*: in a correct multi-turn trajectory, the
    final answer (at least MIN_ANSWER_CHARS long) already appears in an
    observation (a non-assistant turn after the prompt) before the policy first

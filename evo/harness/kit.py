@@ -9,7 +9,9 @@ Analyzers (built-in or a workspace's own) import this module:
 
 Everything here is vectorised over columns (numpy / pyarrow.compute); results
 shared by several analyzers (the group index, n-gram statistics) are cached in
-`ctx.cache` for the duration of one diagnosis.
+`ctx.cache` for the duration of one diagnosis. Text searches for rare strings
+(`regex_mask_prefiltered`, `text_may_contain`) first scan each chunk's whole
+text buffer for a literal, so chunks that cannot match cost no per-row work.
 """
 
 from __future__ import annotations
