@@ -88,7 +88,7 @@ def reject_cmd(workspace, version, reason, as_json):
     from evo.loop.approval import reject
 
     result = reject(workspace, version, reason)
-    emit(result, as_json, lambda r: click.echo(f"{version} rejected and pruned"))
+    emit(result, as_json, lambda r: click.echo(f"{version} rejected" + (" and pruned (kept as evidence)" if r["pruned"] else "; it stays untrained")))
 
 
 @click.command("pr")

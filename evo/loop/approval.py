@@ -47,4 +47,4 @@ def reject(root: Path, version: str, reason: str, by: str = "user") -> dict:
         journal = Journal.load(root)
         if journal is not None and journal.version == version:
             journal.finish()
-    return {"version": version, "rejected": True, "reason": reason}
+    return {"version": version, "rejected": True, "pruned": bool(rec.parents), "reason": reason}
