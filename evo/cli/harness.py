@@ -91,7 +91,7 @@ def _workspace_context(t: Target) -> dict:
         head = V.promoted_head(records)
     except EvoError:
         head = None
-    created = (V.last_event(rec, "created") if rec is not None else None) or {}
+    created = (rec.last("created") if rec is not None else None) or {}
     declared = bool(created.get("harness_revision")) or (created.get("intervention") or {}).get("kind") == "harness"
 
     def evaluated(name):
