@@ -47,12 +47,8 @@ def _resolve(target: str, workspace: Path) -> Target:
 
 
 def _lineage(root: Path):
-    from evo.errors import HarnessError
+    from evo.lineage import Lineage
 
-    try:
-        from evo.lineage import Lineage
-    except ImportError as exc:  # evo.lineage is a sibling module; say so plainly if it is broken
-        raise HarnessError(f"evo.lineage is not available ({exc}); analyze a plain run folder instead") from None
     return Lineage.open(root)
 
 
