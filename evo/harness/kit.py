@@ -407,28 +407,14 @@ def trend(ctx, metrics_key: str, rollout_column: str | None = None) -> tuple[flo
 
 
 def glob_match(path: str, pattern: str) -> bool:
-    """Match a repository path against a glob where `*` stays within a folder and `**` crosses folders."""
-    import re
+    """Match a repository path against a glob where `*` stays within a folder and `**` crosses folders.
 
-    regex = ""
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            regex += "(?:.*/)?"
-            i += 3
-        elif pattern.startswith("**", i):
-            regex += ".*"
-            i += 2
-        elif pattern[i] == "*":
-            regex += "[^/]*"
-            i += 1
-        elif pattern[i] == "?":
-            regex += "[^/]"
-            i += 1
-        else:
-            regex += re.escape(pattern[i])
-            i += 1
-    return re.fullmatch(regex, path[2:] if path.startswith("./") else path) is not None
+    The candidate guard's matcher, so the tampering audit and the guard never
+    disagree on what `paths.protected` covers.
+    """
+    from evo.agent.guard import glob_match as guard_glob_match
+
+    return guard_glob_match(path.removeprefix("./"), pattern)
 
 
 def empty() -> dict[str, Any]:
