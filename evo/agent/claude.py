@@ -55,7 +55,6 @@ class ClaudeAgent:
         self.settings = settings
         self.config = dict(settings.get("agent", {}).get("claude", {}))
         self.last_usage = zero_usage()
-        self.last_denied: list[str] = []
 
     def _options(self, sdk, worktree: Path, denied: list[str], stderr: list[str]):
         async def pre_tool_use(input_data, tool_use_id, context):
@@ -97,7 +96,7 @@ class ClaudeAgent:
         clear_manifest(worktree)
         denied: list[str] = []
         stderr: list[str] = []
-        self.last_usage, self.last_denied = zero_usage(), denied
+        self.last_usage = zero_usage()
         options = self._options(sdk, worktree, denied, stderr)
         try:
             result = asyncio.run(self._session(sdk, prompt, options))

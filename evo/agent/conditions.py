@@ -84,14 +84,6 @@ def eval_triggers(triggers: list[dict], metrics: dict) -> tuple[bool, float, lis
     return all_hold, (mean if all_hold else 0.0), ([] if refuted_by_measurement else missing), used
 
 
-def trigger_metrics(triggers: list[dict]) -> list[str]:
-    """Every metric key a trigger list reads."""
-    keys: list[str] = []
-    for cond in triggers:
-        keys += trigger_metrics(cond["any"]) if "any" in cond else [cond["metric"]]
-    return keys
-
-
 def _term_matches(term: dict, pattern: dict) -> bool:
     return all(term.get(k, {"weight": 1.0, "mode": "add"}.get(k)) == v for k, v in pattern.items())
 

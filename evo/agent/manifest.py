@@ -69,10 +69,3 @@ def read_manifest(worktree: str | Path, *, agent: str) -> dict | None:
         return None
     return normalize_manifest(data, source=str(path))
 
-
-def summarize(manifest: dict | None) -> str:
-    """One line for logs, PR titles and memory: `policy rollout.max_new_tokens: 4 → 8 (raise-generation-length)`."""
-    if not manifest:
-        return "no intervention"
-    skill = f" ({manifest['skill']})" if manifest.get("skill") else ""
-    return f"{manifest['kind']} {manifest['change']}{skill}"

@@ -21,14 +21,12 @@ from evo.errors import AgentError
 
 
 MEMORY_DIR = "memory"
-FILES = ("lineage.md", "recurring_cases.md", "negative_evidence.md", "negative_evidence.jsonl", "search_notes.md")
 REFUTING_OUTCOMES = ("regression",)
 _SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
 @dataclass
 class Memory:
-    root: Path | None = None
     lineage_md: str = ""
     recurring_md: str = ""
     negative: list[dict] = field(default_factory=list)  # {factor, change, versions, outcomes, kind, skill, source}
@@ -51,7 +49,7 @@ class Memory:
                 negative.append(json.loads(line))
             except json.JSONDecodeError:
                 raise AgentError(f"{folder / 'negative_evidence.jsonl'}: line {lineno} is not JSON; fix or delete that line") from None
-        return cls(Path(root), read("lineage.md"), read("recurring_cases.md"), negative, read("search_notes.md"))
+        return cls(read("lineage.md"), read("recurring_cases.md"), negative, read("search_notes.md"))
 
     def refuted(self, factor: str, change: str) -> dict | None:
         """The negative-evidence entry for exactly this factor and change, if any."""
