@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.errors import HarnessError
+from evo.recipe import get_path
 
 ROLLOUTS_FILE = "rollouts.parquet"
 EVAL_FILE = "eval.parquet"
@@ -152,9 +153,4 @@ class AnalyzerContext:
 
     def setting(self, dotted_path: str, default: Any = None) -> Any:
         """Read `audits.leakage_signatures`-style paths from settings, with a default."""
-        node: Any = self.settings or {}
-        for part in dotted_path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
+        return get_path(self.settings or {}, dotted_path, default)
