@@ -30,7 +30,8 @@ def split_files(domain: str, train_file: str | None, validation_file: str | None
             out[split] = default
     if files is not None and not isinstance(files, dict):
         raise ConfigError(f"recipe.yaml: domain.options.files: {files!r} must map split names to JSONL paths")
-    for split, path in {**(files or {}), "train": train_file, "validation": validation_file}.items():
+    named = {"train": train_file, "validation": validation_file}  # these win over the same split in `files`
+    for split, path in {**(files or {}), **{k: v for k, v in named.items() if v is not None}}.items():
         if path is None:
             continue
         if not isinstance(path, str) or not path:

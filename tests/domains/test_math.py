@@ -86,6 +86,8 @@ def test_user_task_file_with_subsets(tmp_path):
     env = get_environment("math", {"files": {"aime": str(f)}})
     tasks = env.tasks("aime")
     assert [(t.id, t.stratum, t.answer) for t in tasks] == [("aime-00000", "aime24", "2"), ("q2", "aime25", "4")]
+    # `files` may name the train split too; it replaces the shipped sample
+    assert [t.id for t in get_environment("math", {"files": {"train": str(f)}}).tasks("train")] == ["train-00000", "q2"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"problem": "x"}\n')
     with pytest.raises(ConfigError, match=r"bad.jsonl:1: missing key 'answer'"):
