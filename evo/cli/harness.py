@@ -217,10 +217,12 @@ def register(group):
         regression, mixed, insufficient). Each argument is a version or a run folder.
         """
         from evo.harness.compare import compare_runs
+        from evo.harness.stats import DEFAULT_B
+        from evo.recipe import get_path
 
         a, b = _resolve(candidate, workspace), _resolve(baseline, workspace)
         if B is None:
-            B = int(((a.settings or {}).get("search") or {}).get("bootstrap_samples", 10_000))
+            B = int(get_path(a.settings, "search.bootstrap_samples", DEFAULT_B))
         emit(compare_runs(a.run_dir, b.run_dir, B=B, seed=seed), as_json, _print_comparison)
 
     @group.command("backtest")
