@@ -22,15 +22,6 @@ from evo.schemas import validate
 DIGEST_FILE = "diagnosis.md"
 
 
-def _lineage_list(lineage) -> list:
-    """Accept a list of events or a {version: [events]} mapping."""
-    if lineage is None:
-        return []
-    if isinstance(lineage, dict):
-        return [e for events in lineage.values() for e in (events if isinstance(events, list) else [events])]
-    return list(lineage)
-
-
 def analyzer_files(analyzer_dirs: Iterable[str | Path] | None = None) -> list[loader.AnalyzerFile]:
     """The analyzers a diagnosis runs: `analyzer_dirs` in order (later names override), or the built-ins.
 
@@ -51,7 +42,8 @@ def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, ana
     """Diagnose the run in `run_dir`; write diagnosis.json and diagnosis.md to `out_dir` (default: `run_dir`).
 
     `analyzer_dirs`: folders of analyzers in order, a later file overriding an earlier one
-    of the same name (default: the built-ins only). Returns the diagnosis dict.
+    of the same name (default: the built-ins only). `lineage`: the list analyzers see as
+    `ctx.lineage` (the loop passes `evo.loop.versions.lineage_summaries`). Returns the diagnosis dict.
     """
     files = analyzer_files(analyzer_dirs)
     if not files:
@@ -62,7 +54,7 @@ def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, ana
         recipe=recipe or {},
         parent=RunArtifacts(parent_run_dir) if parent_run_dir else None,
         promoted=RunArtifacts(promoted_run_dir) if promoted_run_dir else None,
-        lineage=_lineage_list(lineage),
+        lineage=list(lineage or ()),
         settings=settings or {},
         changed_paths=tuple(str(p) for p in changed_paths or ()),
         declared_harness_revision=bool(declared_harness_revision),
@@ -78,7 +70,7 @@ def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, ana
     return diag
 
 
-def _shown(path: Path, ctx: AnalyzerContext) -> str:
+def _shown(path: Path) -> str:
     """A path short enough for a one-line message: analyzers/<file> for any analyzer folder."""
     return f"{path.parent.name}/{path.name}"
 
@@ -91,7 +83,7 @@ def assemble(results: list[loader.AnalyzerResult], files: list[loader.AnalyzerFi
     ran, failed = [], []
     for r in results:
         if r.status == "error":
-            findings.append(loader.error_finding(r, _shown(r.path, ctx)))
+            findings.append(loader.error_finding(r, _shown(r.path)))
             if r.audit:
                 failed.append(r.name)
             continue
@@ -106,7 +98,7 @@ def assemble(results: list[loader.AnalyzerResult], files: list[loader.AnalyzerFi
         elif r.vetoes:
             findings.append(loader.finding(
                 "harness.veto_ignored", "warning",
-                f"{_shown(r.path, ctx)}: returned vetoes but is not an audit (set AUDIT = True in an analyzers/audit_*.py file)",
+                f"{_shown(r.path)}: returned vetoes but is not an audit (set AUDIT = True in an analyzers/audit_*.py file)",
                 layer="version", values={"analyzer": r.name, "vetoes": len(r.vetoes)}))
     counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("critical", "warning", "info")}
     return {
