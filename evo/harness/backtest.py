@@ -26,10 +26,10 @@ import numpy as np
 from evo.errors import ConfigError, HarnessError
 from evo.harness import kit
 from evo.harness.context import RunArtifacts
+from evo.recipe import DEFAULT_REWARD_TERMS, get_path
 
 REPLAYABLE = {"reward": None, "filters": None, "grpo": {"scale_advantage_by_std"}}
 DEAD_EPSILON = 1e-6  # a group is dead when the population std of its total reward is at most this
-_TERM_DEFAULTS = {"weight": 1.0, "mode": "add"}
 
 
 def merge_patch(recipe: dict, change: dict) -> dict:
@@ -62,8 +62,8 @@ def _check_change(change: dict, recipe: dict) -> None:
 
 
 def _terms(recipe: dict) -> list[dict]:
-    terms = ((recipe.get("reward") or {}).get("terms")) or [{"name": "correctness"}]
-    return [{**_TERM_DEFAULTS, **t} for t in terms]
+    """The recipe's reward terms (weight and mode default in evo.train.rewards)."""
+    return get_path(recipe, "reward.terms") or DEFAULT_REWARD_TERMS
 
 
 def _require_components(recipe: dict, stored: list[str], where: str, run_dir: Path) -> None:
@@ -181,17 +181,16 @@ def backtest(run_dir, change: dict, recipe: dict) -> dict:
     stored = kit.components(table)
     candidate = merge_patch(recipe, change)
     _require_components(candidate, stored, "the change", run.run_dir)
-    notes = []
     try:
         _require_components(recipe, stored, "the run's recipe", run.run_dir)
-        base_recipe = recipe
     except HarnessError as exc:
         raise HarnessError(f"{exc}; pass the recipe the run trained with") from None
 
     g = kit.group_index(kit.col(table, "step"), kit.col(table, "group"))
     flags_cache: dict = {}
-    before_r = replay(table, base_recipe, g, flags_cache)
+    before_r = replay(table, recipe, g, flags_cache)
     after_r = replay(table, candidate, g, flags_cache)
+    notes = []
     if kit.has(table, "reward"):
         mismatch = np.abs(before_r["totals"] - kit.col(table, "reward", np.float64)) > 1e-9
         if mismatch.any():
