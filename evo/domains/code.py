@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from evo.domains.base import StepResult, Task
 from evo.domains.codeblocks import fenced_blocks, last_python_block
 from evo.domains.sandbox import Sandbox, SandboxLimits, SandboxResult
-from evo.domains.taskfiles import read_jsonl, shipped_dir, split_files, task_id, unknown_split
+from evo.domains.taskfiles import TaskFiles
 from evo.errors import ConfigError
 
 COMPONENTS = ("correctness", "partial_credit", "tests_passed_frac", "format")
@@ -61,6 +61,11 @@ def outputs_match(got: str, expected: str, mode: str = "lines") -> bool:
             lines.pop()
         return lines
     return norm(got) == norm(expected)
+
+
+def _task_fields(row: dict, where: str) -> dict:
+    return {"prompt": str(row["prompt"]), "answer": row.get("reference"),
+            "meta": {"tests": _validate_tests(row["tests"], where)}}
 
 
 def _validate_tests(tests, where: str) -> list:
@@ -109,24 +114,11 @@ class CodeEnv:
             raise ConfigError("recipe.yaml: domain.options.prompt_template: must contain {prompt}")
         self.compare, self.stop_on_timeout, self.workers = compare, bool(stop_on_timeout), workers
         limits = {"cpu_seconds": 2.0, "wall_seconds": 4.0, **(sandbox or {})}
-        self._files = split_files("code", train_file, validation_file, files)
-        deny = {str(p) for p in self._files.values()} | {str(shipped_dir("code"))}
-        self.sandbox = Sandbox(SandboxLimits.from_options(limits), deny_read=tuple(sorted(deny)))
-        self._cache: dict[str, list[Task]] = {}
+        self._files = TaskFiles("code", train_file, validation_file, files, ("prompt", "tests"), _task_fields)
+        self.sandbox = Sandbox(SandboxLimits.from_options(limits), deny_read=self._files.deny_read())
 
     def tasks(self, split: str) -> list[Task]:
-        if split not in self._files:
-            raise unknown_split("code", split, self._files)
-        if split not in self._cache:
-            path = self._files[split]
-            rows = read_jsonl(path, ("prompt", "tests"))
-            self._cache[split] = [
-                Task(id=task_id(r, split, i), prompt=str(r["prompt"]), answer=r.get("reference"),
-                     stratum=str(r.get("subset") or r.get("stratum") or "all"),
-                     meta={"tests": _validate_tests(r["tests"], f"{path}:{i + 1}")})
-                for i, r in enumerate(rows)
-            ]
-        return list(self._cache[split])
+        return self._files.tasks(split)
 
     def render_prompt(self, task: Task) -> str:
         stdio = all(isinstance(t, dict) for t in task.meta["tests"])

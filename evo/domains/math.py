@@ -36,7 +36,7 @@ from evo.domains.answers import (all_boxed, answers_match, extract_answer, extra
 from evo.domains.base import StepResult, Task
 from evo.domains.codeblocks import fenced_blocks, last_python_block, tool_call
 from evo.domains.sandbox import Sandbox, SandboxLimits
-from evo.domains.taskfiles import read_jsonl, shipped_dir, split_files, task_id, unknown_split
+from evo.domains.taskfiles import TaskFiles
 from evo.errors import ConfigError
 
 COMPONENTS = ("correctness", "partial_credit", "format", "length", "judge_if")
@@ -74,6 +74,11 @@ def score_response(text: str, reference: str, *, extract: str = "auto", verifier
         "judge_if": sum(checks) / len(checks),
     }
     return components, answer
+
+
+def _task_fields(row: dict, where: str) -> dict:
+    return {"prompt": str(row["problem"]), "answer": str(row["answer"]),
+            "meta": {k: v for k, v in row.items() if k not in ("problem", "answer", "id", "subset")}}
 
 
 def strip_code(text: str) -> str:
@@ -162,24 +167,13 @@ class MathEnv:
         self.max_tool_output_chars = int(max_tool_output_chars)
         self.length_budget = length_budget
         self.template = template
-        self._files = split_files("math", train_file, validation_file, files)
-        self._cache: dict[str, list[Task]] = {}
+        self._files = TaskFiles("math", train_file, validation_file, files, ("problem", "answer"), _task_fields)
         self._sandbox = Sandbox(SandboxLimits.from_options({"cpu_seconds": 5.0, "wall_seconds": 10.0, **(sandbox or {})}),
-                                deny_read=tuple(sorted({str(p) for p in self._files.values()} | {str(shipped_dir("math"))})),
+                                deny_read=self._files.deny_read(),
                                 site_packages=tool_site_packages) if self.code_interpreter else None
 
     def tasks(self, split: str) -> list[Task]:
-        if split not in self._files:
-            raise unknown_split("math", split, self._files)
-        if split not in self._cache:
-            rows = read_jsonl(self._files[split], ("problem", "answer"))
-            self._cache[split] = [
-                Task(id=task_id(r, split, i), prompt=str(r["problem"]), answer=str(r["answer"]),
-                     stratum=str(r.get("subset") or r.get("stratum") or "all"),
-                     meta={k: v for k, v in r.items() if k not in ("problem", "answer", "id", "subset")})
-                for i, r in enumerate(rows)
-            ]
-        return list(self._cache[split])
+        return self._files.tasks(split)
 
     def render_prompt(self, task: Task) -> str:
         return self.template.replace("{problem}", task.prompt).replace("{{}}", "{}")

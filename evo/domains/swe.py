@@ -59,7 +59,7 @@ from evo.domains.codeblocks import fenced_blocks
 from evo.domains.sandbox import Sandbox, SandboxLimits
 from evo.domains.swe_repo import (GIT_SUBCOMMANDS, READ_ONLY, build_repository, git, git_argument_ok,
                                   is_test_file, path_argument_ok, run_readonly, test_ids)
-from evo.domains.taskfiles import read_jsonl, shipped_dir, split_files, task_id, unknown_split
+from evo.domains.taskfiles import TaskFiles
 from evo.errors import ConfigError
 
 COMPONENTS = ("correctness", "partial_credit", "format", "efficiency", "edit_verify", "exploration")
@@ -343,34 +343,15 @@ class SweEnv:
         self.template = prompt_template or PROMPT
         if "{issue}" not in self.template:
             raise ConfigError("recipe.yaml: domain.options.prompt_template: must contain {issue}")
-        self._files = split_files("swe", train_file, validation_file, files)
-        deny = sorted({str(p) for p in self._files.values()} | {str(shipped_dir("swe"))})  # the task files hold the fix
+        self._files = TaskFiles("swe", train_file, validation_file, files, ("issue", "files", "fix"), _task_fields)
         self.sandbox = Sandbox(SandboxLimits.from_options({"cpu_seconds": 5.0, "wall_seconds": 10.0, **(sandbox or {})}),
-                               deny_read=tuple(deny))
-        self._cache: dict[str, list[Task]] = {}
+                               deny_read=self._files.deny_read())
         self._templates = Path(tempfile.mkdtemp(prefix="evo-swe-templates-"))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self._templates), True)
         self._lock = threading.Lock()
 
     def tasks(self, split: str) -> list[Task]:
-        if split not in self._files:
-            raise unknown_split("swe", split, self._files)
-        if split not in self._cache:
-            path = self._files[split]
-            rows = read_jsonl(path, ("issue", "files", "fix"))
-            tasks = []
-            for i, r in enumerate(rows):
-                for key in ("files", "fix"):
-                    if not isinstance(r[key], dict) or not all(isinstance(v, str) for v in r[key].values()):
-                        raise ConfigError(f"{path}:{i + 1}: {key!r} must map file paths to their text")
-                if not any(is_test_file(p) for p in r["files"]):
-                    raise ConfigError(f"{path}:{i + 1}: 'files' holds no test_*.py file; add the failing test")
-                tasks.append(Task(id=task_id(r, split, i), prompt=str(r["issue"]), answer=r["fix"],
-                                  stratum=str(r.get("subset") or r.get("stratum") or "all"),
-                                  meta={"files": r["files"], "fix": r["fix"],
-                                        "commit_message": r.get("commit_message")}))
-            self._cache[split] = tasks
-        return list(self._cache[split])
+        return self._files.tasks(split)
 
     def render_prompt(self, task: Task) -> str:
         allowed = "ls, cat, grep, head, tail, wc, find, python -m pytest, python FILE"
@@ -397,6 +378,16 @@ class SweEnv:
         episode = SweEpisode(task, self, repo)
         weakref.finalize(episode, shutil.rmtree, str(episode_dir), True)
         return episode
+
+
+def _task_fields(row: dict, where: str) -> dict:
+    for key in ("files", "fix"):
+        if not isinstance(row[key], dict) or not all(isinstance(v, str) for v in row[key].values()):
+            raise ConfigError(f"{where}: {key!r} must map file paths to their text")
+    if not any(is_test_file(p) for p in row["files"]):
+        raise ConfigError(f"{where}: 'files' holds no test_*.py file; add the failing test")
+    return {"prompt": str(row["issue"]), "answer": row["fix"],
+            "meta": {"files": row["files"], "fix": row["fix"], "commit_message": row.get("commit_message")}}
 
 
 def _safe_name(task_id_: str) -> str:

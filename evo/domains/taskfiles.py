@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
+from evo.domains.base import Task
 from evo.errors import ConfigError
 from evo.resources import data_dir
 
@@ -44,8 +46,8 @@ def split_files(domain: str, train_file: str | None, validation_file: str | None
     return out
 
 
-def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
-    """Rows of `path`; every row must be an object holding the `required` keys."""
+def read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    """(line number, row) for every row of `path`; each must be an object holding the `required` keys."""
     rows = []
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -60,16 +62,41 @@ def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
             missing = [k for k in required if k not in row]
             if missing:
                 raise ConfigError(f"{path}:{lineno}: missing key {missing[0]!r}; each task needs {', '.join(required)}")
-            rows.append(row)
+            rows.append((lineno, row))
     if not rows:
         raise ConfigError(f"{path}: no tasks; add one JSON object per line")
     return rows
 
 
-def task_id(row: dict, split: str, index: int) -> str:
-    return str(row.get("id") or f"{split}-{index:05d}")
+class TaskFiles:
+    """A domain's split -> JSONL map, each split read once into `Task`s.
 
+    `fields(row, where)` turns one row into the domain's ``prompt``, ``answer``
+    and ``meta`` (`where` is ``file:line`` for its errors); the id (``id`` or
+    ``<split>-<index>``) and the stratum (``subset``, else ``stratum``, else
+    ``all``) are the same for every domain.
+    """
 
-def unknown_split(domain: str, split: str, available) -> ConfigError:
-    return ConfigError(f"recipe.yaml: eval.split: {split!r} is not a {domain} split; use one of "
-                       f"{', '.join(sorted(available))} or add it under domain.options.files")
+    def __init__(self, domain: str, train_file: str | None, validation_file: str | None, files: dict | None,
+                 required: tuple[str, ...], fields: Callable[[dict, str], dict]):
+        self.domain, self.required, self.fields = domain, required, fields
+        self.paths = split_files(domain, train_file, validation_file, files)
+        self._cache: dict[str, list[Task]] = {}
+
+    def deny_read(self) -> tuple[str, ...]:
+        """What sandboxed programs may not read: the task files and the shipped samples hold the answers."""
+        return tuple(sorted({str(p) for p in self.paths.values()} | {str(shipped_dir(self.domain))}))
+
+    def tasks(self, split: str) -> list[Task]:
+        if split not in self.paths:
+            raise ConfigError(f"recipe.yaml: eval.split: {split!r} is not a {self.domain} split; use one of "
+                              f"{', '.join(sorted(self.paths))} or add it under domain.options.files")
+        if split not in self._cache:
+            path = self.paths[split]
+            self._cache[split] = [
+                Task(id=str(row.get("id") or f"{split}-{i:05d}"),
+                     stratum=str(row.get("subset") or row.get("stratum") or "all"),
+                     **self.fields(row, f"{path}:{lineno}"))
+                for i, (lineno, row) in enumerate(read_jsonl(path, self.required))
+            ]
+        return list(self._cache[split])

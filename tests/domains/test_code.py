@@ -135,3 +135,6 @@ def test_task_file_errors_name_the_line(tmp_path):
     f.write_text('{"prompt": "p", "tests": [{"input": "1"}]}\n')
     with pytest.raises(ConfigError, match=r"code.jsonl:1: test .* must be"):
         get_environment("code", {"train_file": str(f)}).tasks("train")
+    f.write_text('\n{"prompt": "p", "tests": [{"input": "1"}]}\n')  # a blank line first: the bad task is on line 2
+    with pytest.raises(ConfigError, match=r"code.jsonl:2: test .* must be"):
+        get_environment("code", {"train_file": str(f)}).tasks("train")
