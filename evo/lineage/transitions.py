@@ -47,6 +47,13 @@ def _settle_conflicts_toward(g: git.Git, side: str) -> None:
             g.rm("-q", "-f", "--", path)
 
 
+def _done_on_main(g: git.Git, trailer: str, version: str, since: str | None = None) -> str | None:
+    """The commit on main that already carries `trailer: version`: a transition killed before its record."""
+    found = g.log("--first-parent", "-n", "1", "--format=%H", f"--grep=^{trailer}: {version}$",
+                  f"{since}..{MAIN}" if since else MAIN)
+    return found.strip() or None
+
+
 def promote(lin: "Lineage", version: str, reason: str) -> str:
     rec = lin.record(version)
     tag = f"evo/promoted/{version}"
@@ -66,7 +73,15 @@ def promote(lin: "Lineage", version: str, reason: str) -> str:
     # A recipe that does not load must never become main's.
     parse_recipe(lin.file_at(version, "recipe.yaml"), source=f"recipe.yaml of {version}")
     g = lin.require_clean_main(f"promote {version}")
-    head = rec.commit
+    merge_commit = _done_on_main(g, gitio.TRAILER_PROMOTED, version) or _merge_into_main(g, version, rec.commit, reason)
+    lin.repo.git.tag("-a", tag, "-m", f"Promote {version}: {reason.strip()}", merge_commit)
+    lin.append_event(version, {"event": "promoted", "reason": reason, "commit": merge_commit,
+                               "id": f"{version}-promoted-{merge_commit[:12]}"})
+    return merge_commit
+
+
+def _merge_into_main(g: git.Git, version: str, head: str, reason: str) -> str:
+    """The promotion merge commit of `version` (at `head`) on main; rolled back on failure."""
     try:
         g.merge_base("--is-ancestor", head, MAIN)
         raise VersionError(f"{version} adds no commit beyond {MAIN}; commit its work before promoting it")
@@ -88,11 +103,7 @@ def promote(lin: "Lineage", version: str, reason: str) -> str:
         except git.GitCommandError:
             pass
         raise WorkspaceError(f"promoting {version} failed and was rolled back: {_first_line(exc)}") from None
-    merge_commit = gitio.rev(g, "HEAD")
-    lin.repo.git.tag("-a", tag, "-m", f"Promote {version}: {reason.strip()}", merge_commit)
-    lin.append_event(version, {"event": "promoted", "reason": reason, "commit": merge_commit,
-                               "id": f"{version}-promoted-{merge_commit[:12]}"})
-    return merge_commit
+    return gitio.rev(g, "HEAD")
 
 
 def prune(lin: "Lineage", version: str, reason: str) -> str:
@@ -125,21 +136,23 @@ def revert(lin: "Lineage", version: str, reason: str) -> str:
         g.merge_base("--is-ancestor", merge_commit, MAIN)
     except git.GitCommandError:
         raise VersionError(f"{version}'s promotion {merge_commit[:12]} is not on {MAIN}; nothing to revert") from None
-    message = f"Revert promotion of {version}: {reason.strip()}\n\n{gitio.trailer_block([(gitio.TRAILER_REVERTED, version)])}\n"
-    try:
-        g.revert("-m", "1", "--no-commit", merge_commit)
-        g.commit("--no-verify", "--allow-empty", "--cleanup=whitespace", "-m", message)
-    except git.GitCommandError as exc:
-        conflicted = gitio.unmerged_paths(g)
+    revert_commit = _done_on_main(g, gitio.TRAILER_REVERTED, version, since=merge_commit)
+    if revert_commit is None:
+        message = f"Revert promotion of {version}: {reason.strip()}\n\n{gitio.trailer_block([(gitio.TRAILER_REVERTED, version)])}\n"
         try:
-            g.revert("--abort")
-        except git.GitCommandError:
-            g.reset("--merge")
-        if conflicted:
-            raise WorkspaceError(f"reverting {version} conflicts with later commits on {MAIN} ({', '.join(conflicted)}); "
-                                 "revert the later promotions first; nothing was changed") from None
-        raise WorkspaceError(f"reverting {version} failed and was rolled back: {_first_line(exc)}") from None
-    revert_commit = gitio.rev(g, "HEAD")
+            g.revert("-m", "1", "--no-commit", merge_commit)
+            g.commit("--no-verify", "--allow-empty", "--cleanup=whitespace", "-m", message)
+        except git.GitCommandError as exc:
+            conflicted = gitio.unmerged_paths(g)
+            try:
+                g.revert("--abort")
+            except git.GitCommandError:
+                g.reset("--merge")
+            if conflicted:
+                raise WorkspaceError(f"reverting {version} conflicts with later commits on {MAIN} ({', '.join(conflicted)}); "
+                                     "revert the later promotions first; nothing was changed") from None
+            raise WorkspaceError(f"reverting {version} failed and was rolled back: {_first_line(exc)}") from None
+        revert_commit = gitio.rev(g, "HEAD")
     lin.append_event(version, {"event": "reverted", "reason": reason, "commit": revert_commit,
                                "id": f"{version}-reverted-{revert_commit[:12]}"})
     return revert_commit

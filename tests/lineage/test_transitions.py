@@ -162,3 +162,24 @@ def test_reverting_under_a_later_promotion_is_refused_and_changes_nothing(lin, w
     assert h.snapshot(ws) == before
     lin.revert("v2", "first the later one")
     assert "max_new_tokens: 8" in (ws / "recipe.yaml").read_text()
+
+
+def test_promote_and_revert_resume_after_a_kill_before_their_record(lin, ws, h):
+    """A kill between the git commit and the tag / event: re-running finishes the same transition."""
+    h.make_version(lin, "v1", ["v0"], edit=h.set_recipe_value("max_new_tokens: 4", "max_new_tokens: 8"))
+    h.make_version(lin, "v10", ["v0"])  # a name v1's trailer search must not match
+    merge = lin.promote("v1", "up")
+    h.git(ws, "tag", "-d", "evo/promoted/v1")  # as if killed between the merge commit and the tag
+    assert lin.promote("v1", "up") == merge
+    assert h.git(ws, "rev-parse", "evo/promoted/v1^{commit}") == merge
+    assert h.git(ws, "rev-parse", "main") == merge  # no second merge
+    assert [e["event"] for e in lin.events("v1")] == ["created", "promoted"]
+
+    revert = lin.revert("v1", "down")
+    note = h.git(ws, "notes", "--ref", "evo/lineage", "show", "evo/v1")
+    kept = "\n".join(line for line in note.splitlines() if '"reverted"' not in line)
+    h.git(ws, "notes", "--ref", "evo/lineage", "add", "-f", "-m", kept, "evo/v1")  # killed before the event
+    assert lin.record("v1").state == "promoted"
+    assert lin.revert("v1", "down") == revert
+    assert h.git(ws, "rev-parse", "main") == revert  # no second revert commit
+    assert lin.record("v1").state == "reverted"
