@@ -266,10 +266,9 @@ def check(code: dict, swe: dict) -> None:
     """Every reference passes its tests; every buggy repository fails one and its fix passes all."""
     from evo.domains.code import CodeEnv
     from evo.domains.sandbox import Sandbox
-    from evo.domains.swe import is_test_file, test_ids
+    from evo.domains.swe_repo import is_test_file, test_ids
 
-    env = CodeEnv.__new__(CodeEnv)
-    env.compare, env.stop_on_timeout, env.workers, env.sandbox = "lines", True, 2, Sandbox()
+    env = CodeEnv()  # scores with the domain's defaults, as a rollout would
     for split in code.values():
         for row in split:
             _, info = env.score(f"```python\n{row['reference']}```", row["tests"])
