@@ -19,8 +19,8 @@ Reward components:
 - ``format`` the gate: 1 iff a closed Python block was found and no fence is
   left open (a response cut off mid-program scores 0 everywhere and is not run).
 
-``info["errors"]`` says why tests failed (``wrong_answer``, ``runtime_error``,
-``timeout``, ``cpu_limit``, ``memory_limit``, ``output_limit``,
+``info["errors"]`` says why tests failed (``wrong_answer``, ``assert_failed``,
+``runtime_error``, ``timeout``, ``cpu_limit``, ``memory_limit``, ``output_limit``,
 ``write_blocked``, ``read_blocked``, ``network_blocked``, ``process_limit``,
 ``exec_blocked``, ``no_code_block``, ``unclosed_code_block``, ``skipped``).
 With ``stop_on_timeout`` (default) the tests after the first one that runs out

@@ -22,8 +22,8 @@ With ``code_interpreter: true`` the episode is multi-turn: an action holding a
 ```` ```python ```` block (or ``<tool>python ...</tool>``) and no boxed answer
 runs the code in the sandbox and returns its output as the observation
 (```` ```output ... ``` ````); an action with a boxed answer ends the episode.
-Each run is reported in ``info["tools"]`` (``"python"``), so the harness can log
-the tool-use rate. The last allowed turn never runs code: it is scored as it is.
+Each run is reported as ``info["tool"] = "python"`` (the driver collects it into
+the trajectory's ``tools``), so the harness can log the tool-use rate. The last allowed turn never runs code: it is scored as it is.
 """
 
 from __future__ import annotations

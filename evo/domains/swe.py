@@ -29,9 +29,10 @@ every turn held a valid action; ``efficiency`` 1 - (turns - 1) / max_turns;
 or submit; ``exploration`` 1 iff the agent looked at the code (read, ls, cat,
 grep, ...) before its first edit.
 
-Info (per step; the driver keeps the last): ``tool`` (this turn's action name:
-``read``, ``edit``, ``run_tests``, ``submit``, ``shell:<program>``, and
-``shell:git log`` / ``shell:git show`` / ``shell:git diff``), ``commands`` (every
+Info (per step): ``tool`` (this turn's action name, which the driver appends to
+the trajectory's ``tools``: ``read``, ``edit``, ``run_tests``, ``submit``,
+``shell:<program>``, and ``shell:git log`` / ``shell:git show`` / ``shell:git
+diff``); of the rest the driver keeps the last: ``commands`` (every
 action line so far), ``idle_turns`` (turns without a valid action),
 ``ended_by`` (submit / idle / max_turns), ``abandoned`` (ended without submit),
 ``git_history_access`` (a git command ran), ``edited_tests``, ``errors``
