@@ -30,14 +30,9 @@ MIN_GROUPS = 8
 
 
 def _declared_multi_turn(ctx):
-    options = ((ctx.recipe or {}).get("domain") or {}).get("options") or {}
-    if int(options.get("max_turns", 1) or 1) > 1 or ctx.domain in ("swe", "sandbox"):
-        return True
+    # Not this run's own turns: a run that collapsed to one turn would read as single-turn.
     parent = ctx.parent
-    for table in ((parent.rollouts, parent.eval) if parent is not None else ()):
-        if kit.has(table, "turns") and table.num_rows and int(kit.col(table, "turns").max()) > 1:
-            return True
-    return False
+    return kit.is_multi_turn(ctx, (parent.rollouts, parent.eval) if parent is not None else ())
 
 
 def _recent_rows(ctx):

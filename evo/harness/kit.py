@@ -373,12 +373,13 @@ def regex_mask_prefiltered(table, names: Iterable[str], pattern: str) -> np.ndar
     return out
 
 
-def is_multi_turn(ctx) -> bool:
-    """Whether the domain runs episodes of several turns (recipe option, or observed turns > 1)."""
+def is_multi_turn(ctx, tables=None) -> bool:
+    """Whether the domain runs episodes of several turns: the recipe says so, or an
+    episode of `tables` (default: this run's rollouts and eval) took more than one turn."""
     options = ((ctx.recipe or {}).get("domain") or {}).get("options") or {}
     if int(options.get("max_turns", 1) or 1) > 1 or ctx.domain in ("swe", "sandbox"):
         return True
-    for table in (ctx.rollouts, ctx.eval):
+    for table in ((ctx.rollouts, ctx.eval) if tables is None else tables):
         if has(table, "turns") and table.num_rows and int(np.max(col(table, "turns"))) > 1:
             return True
     return False
