@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 from evo.errors import EvoError, VersionError
-from evo.loop import versions as V
 from evo.settings import artifact_dir
 
 
@@ -45,11 +44,11 @@ def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
     if version not in records:
         raise VersionError(f"unknown version {version!r}; `evo log` lists the versions")
     rec = records[version]
-    created = V.last_event(rec, "created") or {}
+    created = rec.last("created") or {}
     manifest = created.get("intervention") or {}
     harness = created.get("harness_revision")
-    judged = V.last_event(rec, "judged") or {}
-    backtested = V.last_event(rec, "backtested")
+    judged = rec.last("judged") or {}
+    backtested = rec.last("backtested")
     parent = rec.parents[0] if rec.parents else None
 
     lines = [f"## {version}: {manifest.get('factor', 'baseline')}", ""]

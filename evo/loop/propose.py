@@ -16,7 +16,7 @@ from evo.errors import AgentError
 from evo.loop import gate as gating
 from evo.loop import versions as V
 from evo.loop.journal import fault_point
-from evo.loop.report import StepReport
+from evo.loop.report import StepReport, describe
 from evo.recipe import parse_recipe
 from evo.resources import resource_dir
 from evo.settings import artifact_dir
@@ -27,20 +27,11 @@ def event_id(version: str, kind: str, suffix: str = "") -> str:
     return f"{version}:{kind}" + (f":{suffix}" if suffix else "")
 
 
-def describe(manifest: dict | None) -> str:
-    """`[kind] change (skill name)`, e.g. `[policy] rollout.max_new_tokens: 4 → 8 (skill raise-generation-length)`."""
-    if not manifest:
-        return ""
-    factor, change = str(manifest.get("factor", "?")), str(manifest.get("change") or "")
-    text = change if change.startswith(factor) else f"{factor}: {change}" if change else factor
-    skill = manifest.get("skill")
-    if skill and f"skill {skill}" not in text:
-        text += f" (skill {skill})"
-    return f"[{manifest.get('kind', '?')}] {text}"
-
-
 class ProposalPhases:
-    """propose -> commit -> backtest, and the dry run. Needs `root`, `settings`, `lineage`, `say`, `_diagnose`."""
+    """propose -> commit -> backtest, and the dry run.
+
+    Needs `root`, `settings`, `lineage`, `say`, `agent_backend`, `_diagnose_parent` and `_diagnosis_ref`.
+    """
 
     def _propose(self, version: str, parent: str, parent_recipe: dict, diag_ref: dict) -> dict:
         from evo.agent import AgentContext, get_agent
@@ -89,9 +80,8 @@ class ProposalPhases:
                 break
             # A harness revision: re-diagnose the parent with the revised harness, then ask again.
             recipe_before = parse_recipe(recipe_text)
-            rediag_dir = artifact_dir(self.root, self.settings, version) / "rediagnosis"
-            rediag = self._diagnose(parent, parent_recipe, parent=(self.lineage.record(parent).parents or [None])[0],
-                                    tree=Path(worktree), out_dir=rediag_dir)
+            rediag = self._diagnose_parent(parent, parent_recipe, tree=Path(worktree),
+                                           out_dir=artifact_dir(self.root, self.settings, version) / "rediagnosis")
             ctx.diagnosis, ctx.harness_revised, ctx.phase = rediag, True, "propose"
         if not manifests:
             return {"status": "nothing", "reason": "the agent found no bottleneck the evidence supports and no harness gap"}
@@ -148,7 +138,7 @@ class ProposalPhases:
         """Diagnose and propose in a throw-away candidate, estimate its cost, discard it."""
         version = self.lineage.next_version()
         parent_recipe = V.recipe_of(self.lineage, head)
-        diag = self._diagnose_parent(head, parent_recipe)
+        diag = self._diagnosis_ref(head, parent_recipe)
         try:
             proposal = self._propose(version, head, parent_recipe, diag)
             report = StepReport(status="dry-run", version=version, parents=[head])
@@ -156,13 +146,10 @@ class ProposalPhases:
                 report.message = proposal["reason"]
                 return report
             manifests = proposal["manifests"]
-            report.intervention = describe(manifests[-1])
-            if len(manifests) > 1:
-                report.harness_revision = describe(manifests[0])
+            harness_only = report.describe_proposal(manifests)
             if proposal.get("violation"):
                 report.message = f"the candidate would be rejected: {proposal['violation']}"
             recipe = parse_recipe((Path(self.lineage.worktree_path(version)) / "recipe.yaml").read_text())
-            harness_only = all(m.get("kind") == "harness" for m in manifests)
             cost = gating.estimate(recipe, self.settings, train=not harness_only)
             report.estimate = cost.as_dict()
             if gating.needs_approval(cost, self.settings):
@@ -171,7 +158,6 @@ class ProposalPhases:
         finally:
             self.lineage.discard_version(version)
             shutil.rmtree(artifact_dir(self.root, self.settings, version), ignore_errors=True)
-
 
 
 def _digest(path: Path) -> str:

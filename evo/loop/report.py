@@ -21,6 +21,13 @@ class StepReport:
     bootstrapped: dict | None = None  # set when this step first trained v0
     message: str = ""
 
+    def describe_proposal(self, manifests: list[dict]) -> bool:
+        """Fill `intervention` (and `harness_revision`) from the agent's manifests; True if harness-only."""
+        self.intervention = describe(manifests[-1])
+        if len(manifests) > 1:
+            self.harness_revision = describe(manifests[0])
+        return all(m.get("kind") == "harness" for m in manifests)
+
     def as_dict(self) -> dict:
         return asdict(self)
 
@@ -29,7 +36,9 @@ class StepReport:
         lines = ["--- evo step summary ---"]
         if self.bootstrapped:
             b = self.bootstrapped
-            lines.append(f"bootstrap: v0 trained; {_headline(b.get('headline') or {})}; outcome vs base: {b.get('outcome', '?')}")
+            judged = b.get("judged") or {}
+            lines.append(f"bootstrap: v0 trained; {_headline(judged.get('headline') or {})}; "
+                         f"outcome vs base: {judged.get('outcome', '?')}")
         lines += [
             f"status: {self.status}",
             f"version: {self.version or '-'}",
@@ -52,6 +61,18 @@ class StepReport:
         if self.message:
             lines.append(f"note: {self.message}")
         return "\n".join(lines)
+
+
+def describe(manifest: dict | None) -> str:
+    """`[kind] change (skill name)`, e.g. `[policy] rollout.max_new_tokens: 4 → 8 (skill raise-generation-length)`."""
+    if not manifest:
+        return ""
+    factor, change = str(manifest.get("factor", "?")), str(manifest.get("change") or "")
+    text = change if change.startswith(factor) else f"{factor}: {change}" if change else factor
+    skill = manifest.get("skill")
+    if skill and f"skill {skill}" not in text:
+        text += f" (skill {skill})"
+    return f"[{manifest.get('kind', '?')}] {text}"
 
 
 def _headline(h: dict) -> str:

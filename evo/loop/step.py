@@ -15,15 +15,15 @@ orchestrator, never the agent, runs git and writes notes.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
-from evo.errors import EvoError
 from evo.loop import gate as gating
 from evo.loop import versions as V
 from evo.loop.decide import decide
 from evo.loop.journal import Journal, fault_point
-from evo.loop.propose import ProposalPhases, describe, event_id
+from evo.loop.propose import ProposalPhases, event_id
 from evo.loop.report import StepReport
 from evo.resources import resource_dir
 from evo.settings import artifact_dir, load_settings
@@ -114,7 +114,7 @@ class StepRunner(ProposalPhases):
         if not journal.is_done("observe"):
             journal.complete("observe", {"parent": parent})
 
-        diag = self._phase(journal, "diagnose", lambda: self._diagnose_parent(parent, parent_recipe))
+        diag = self._phase(journal, "diagnose", lambda: self._diagnosis_ref(parent, parent_recipe))
 
         proposal = self._phase(journal, "propose", lambda: self._propose(version, parent, parent_recipe, diag))
         if proposal["status"] == "nothing":
@@ -125,10 +125,7 @@ class StepRunner(ProposalPhases):
             return report
         manifests = proposal["manifests"]
         primary = manifests[-1]
-        harness_only = all(m.get("kind") == "harness" for m in manifests)
-        report.intervention = describe(primary)
-        if len(manifests) > 1:
-            report.harness_revision = describe(manifests[0])
+        harness_only = report.describe_proposal(manifests)
 
         self._phase(journal, "commit", lambda: self._commit(version, parent, proposal))
         if proposal.get("violation"):
@@ -193,12 +190,18 @@ class StepRunner(ProposalPhases):
             out_dir=out_dir,
         )
 
-    def _diagnose_parent(self, parent: str, recipe: dict) -> dict:
-        rec = self.lineage.record(parent)
-        grand = rec.parents[0] if rec.parents else None
-        out = artifact_dir(self.root, self.settings, parent)
-        diag = self._diagnose(parent, recipe, parent=grand, tree=self.root, out_dir=out)
-        return {"path": str(out / "diagnosis.json"), "harness_version": diag.get("harness_version")}
+    def _diagnose_parent(self, parent: str, recipe: dict, *, tree: Path | None = None,
+                         out_dir: Path | None = None) -> dict:
+        """Diagnose `parent` with the harness in `tree` (main's by default); returns the diagnosis."""
+        grand = (self.lineage.record(parent).parents or [None])[0]
+        out = out_dir or artifact_dir(self.root, self.settings, parent)
+        return self._diagnose(parent, recipe, parent=grand, tree=tree or self.root, out_dir=out)
+
+    def _diagnosis_ref(self, parent: str, recipe: dict) -> dict:
+        """Diagnose the parent; the journal keeps where the diagnosis is, not the diagnosis."""
+        diag = self._diagnose_parent(parent, recipe)
+        path = artifact_dir(self.root, self.settings, parent) / "diagnosis.json"
+        return {"path": str(path), "harness_version": diag.get("harness_version")}
 
     def _gate_run_judge(self, journal: Journal, version: str, recipe: dict, *, parent: str | None,
                         harness_only: bool) -> dict:
@@ -219,8 +222,7 @@ class StepRunner(ProposalPhases):
                 return {"status": "awaiting-approval", "estimate": estimate}
             journal.complete("gate", {"estimate": estimate, "status": status})
         out = artifact_dir(self.root, self.settings, version)
-        parent_recipe = recipe if parent is None else V.recipe_of(self.lineage, parent)
-        init = None if parent is None else V.checkpoint_of(self.root, self.settings, parent, parent_recipe)
+        init = None if parent is None else V.checkpoint_of(self.root, self.settings, parent)
 
         def run():
             if harness_only:
@@ -238,12 +240,9 @@ class StepRunner(ProposalPhases):
         ran = self._phase(journal, "run", run)
 
         def evaluate_phase():
-            import json
-
             summary = out / "summary.json"
-            if ran.get("trained") and summary.exists() and json.loads(summary.read_text()).get("eval"):
-                ev = json.loads(summary.read_text())["eval"]  # train_recipe evaluated its final checkpoint
-            else:
+            ev = json.loads(summary.read_text()).get("eval") if ran.get("trained") and summary.exists() else None
+            if ev is None:  # train_recipe evaluates its final checkpoint; a harness-only version does not train
                 from evo.train.evaluate import evaluate
 
                 ev = evaluate(ran["checkpoint"], recipe, out)
@@ -255,16 +254,15 @@ class StepRunner(ProposalPhases):
             return {"avg_at_k": ev["avg_at_k"]}
 
         self._phase(journal, "evaluate", evaluate_phase)
-        judged = self._phase(journal, "judge", lambda: self._judge(version, recipe, parent, harness_only))
-        return {"status": "done", "estimate": estimate, "judged": judged, "headline": judged.get("headline"),
-                "outcome": judged.get("outcome")}
+        judged = self._phase(journal, "judge", lambda: self._judge(version, recipe, parent))
+        return {"status": "done", "estimate": estimate, "judged": judged}
 
-    def _judge(self, version: str, recipe: dict, parent: str | None, harness_only: bool) -> dict:
+    def _judge(self, version: str, recipe: dict, parent: str | None) -> dict:
         from evo.harness.compare import compare_runs
 
         worktree = self.lineage.worktree_path(version)
         tree = worktree if parent and worktree.exists() else self.root
-        created = V.last_event(self.lineage.record(version), "created") or {}
+        created = self.lineage.record(version).last("created") or {}
         declared = bool(created.get("harness_revision")) or (created.get("intervention") or {}).get("kind") == "harness"
         diag = self._diagnose(version, recipe, parent=parent, tree=tree,
                               out_dir=artifact_dir(self.root, self.settings, version),
@@ -283,7 +281,7 @@ class StepRunner(ProposalPhases):
         }
         self.lineage.append_event(version, {
             "id": event_id(version, "diagnosed"), "event": "diagnosed", "version": version,
-            "harness_version": diag.get("harness_version"), "findings": _severity_counts(diag),
+            "harness_version": diag.get("harness_version"), "findings": diag["counts"],
             "vetoed": bool(vetoes),
         })
         self.lineage.append_event(version, judged)
@@ -320,23 +318,16 @@ class StepRunner(ProposalPhases):
         for name in records:
             path = artifact_dir(self.root, self.settings, name) / "diagnosis.json"
             if path.exists():
-                import json
-
                 diagnoses[name] = json.loads(path.read_text())
-        changed = list(update_memory(self.root, V.lineage_summaries(records), diagnoses))
+        changed = [Path(p) for p in update_memory(self.root, V.lineage_summaries(records), diagnoses)]
         if manifest and manifest.get("skill") and outcome:
-            skill_dir = self.root / "skills"
-            changed += list(update_skill_evidence(skill_dir, manifest["skill"], version, outcome, self.settings["domain"]) or [])
-        paths = sorted({str(Path(p).resolve().relative_to(self.root)) if Path(p).is_absolute() else str(p) for p in changed})
+            changed += update_skill_evidence(self.root / "skills", manifest["skill"], version, outcome,
+                                             self.settings["domain"])
+        paths = sorted({str(p.resolve().relative_to(self.root)) if p.is_absolute() else str(p) for p in changed})
         fault_point("record", "mid")  # memory written, not committed
         sha = self.lineage.commit_main(f"evo: record {version}", paths) if paths else None
         return {"commit": sha, "paths": paths}
 
-def _severity_counts(diag: dict) -> dict:
-    counts: dict[str, int] = {}
-    for f in diag.get("findings", []):
-        counts[f.get("severity", "info")] = counts.get(f.get("severity", "info"), 0) + 1
-    return counts
 
 
 def _artifact_list(folder: Path) -> list[dict]:
@@ -357,9 +348,3 @@ def _artifact_list(folder: Path) -> list[dict]:
         out.append({"name": str(rel), "uri": path.resolve().as_uri(), "size": path.stat().st_size, "sha256": digest.hexdigest()})
     return out
 
-
-def step(root: Path, **kwargs) -> StepReport:
-    return StepRunner(root, **kwargs).run()
-
-
-__all__ = ["StepRunner", "step", "EvoError"]

@@ -17,15 +17,6 @@ from evo.settings import artifact_dir
 LINK_FILE = "link.json"  # a harness-only version's pointer to the checkpoint it reuses
 
 
-def _events(record, kind: str) -> list[dict]:
-    return [ev for ev in record.events if ev.get("event") == kind]
-
-
-def last_event(record, kind: str) -> dict | None:
-    found = _events(record, kind)
-    return found[-1] if found else None
-
-
 def promoted_head(records: dict) -> str:
     """The name of the version main reflects (latest promotion not reverted)."""
     from evo.lineage import Lineage
@@ -34,10 +25,6 @@ def promoted_head(records: dict) -> str:
     if head is None:
         raise VersionError("no promoted version in this workspace; promote one with `evo promote vN`")
     return head.name
-
-
-def _num(version: str) -> int:
-    return int(version[1:]) if version[1:].isdigit() else -1
 
 
 def frontier(records: dict, exclude: str = "") -> list:
@@ -53,28 +40,25 @@ def last_transition(records: dict) -> dict | None:
     policy, so their `insufficient` says nothing about an intervention, and
     letting it trigger another reflection would revise the harness forever.
     """
-    judged = []
-    for name, rec in records.items():
-        ev = last_event(rec, "judged")
-        created = last_event(rec, "created") or {}
-        if name == "v0" or not ev or (created.get("intervention") or {}).get("kind") == "harness":
-            continue
-        judged.append((_num(name), ev, name))
-    if not judged:
+    def is_policy_candidate(rec) -> bool:
+        intervention = (rec.last("created") or {}).get("intervention") or {}
+        return rec.name != "v0" and rec.last("judged") is not None and intervention.get("kind") != "harness"
+
+    candidates = [rec for rec in records.values() if is_policy_candidate(rec)]
+    if not candidates:
         return None
-    _, ev, name = max(judged, key=lambda item: item[0])
-    return {**ev, "version": name}
+    latest = max(candidates, key=lambda rec: rec.number)
+    return {**latest.last("judged"), "version": latest.name}
 
 
 def lineage_summaries(records: dict) -> list[dict]:
     out = []
-    for name in sorted(records, key=_num):
-        rec = records[name]
-        judged = last_event(rec, "judged") or {}
-        created = last_event(rec, "created") or {}
+    for rec in sorted(records.values(), key=lambda r: r.number):
+        judged = rec.last("judged") or {}
+        created = rec.last("created") or {}
         out.append(
             {
-                "name": name,
+                "name": rec.name,
                 "parents": list(rec.parents),
                 "state": rec.state,
                 "intervention": created.get("intervention"),
@@ -90,24 +74,20 @@ def recipe_of(lineage, version: str) -> dict:
     return parse_recipe(lineage.file_at(version, "recipe.yaml"), source=f"{version}:recipe.yaml")
 
 
-def run_dir(root: Path, settings: dict, version: str) -> Path:
-    return artifact_dir(root, settings, version)
-
-
 def is_evaluated(root: Path, settings: dict, version: str) -> bool:
-    return (run_dir(root, settings, version) / "eval.json").exists()
+    return (artifact_dir(root, settings, version) / "eval.json").exists()
 
 
-def checkpoint_of(root: Path, settings: dict, version: str, recipe: dict | None = None) -> str:
+def checkpoint_of(root: Path, settings: dict, version: str) -> str:
     """The checkpoint a version's policy lives in (following harness-only links).
 
-    Falls back to the recipe's base model for a version that never trained.
+    A missing checkpoint is an error, never a silent restart from the base model.
     """
     seen = set()
     current = version
     while current not in seen:
         seen.add(current)
-        folder = run_dir(root, settings, current)
+        folder = artifact_dir(root, settings, current)
         ckpt = folder / "checkpoint"
         if (ckpt / "config.json").exists():
             return str(ckpt)
@@ -116,13 +96,12 @@ def checkpoint_of(root: Path, settings: dict, version: str, recipe: dict | None 
             current = json.loads(link.read_text())["version"]
             continue
         break
-    if recipe is not None:
-        return recipe["model"]["name"]
-    raise VersionError(f"{version} has no checkpoint under {run_dir(root, settings, version)}; run `evo step` to train it")
+    raise VersionError(f"{version} has no checkpoint under {artifact_dir(root, settings, version)} "
+                       "(artifacts deleted or moved?); restore them or set artifacts.root in evo.yaml")
 
 
 def write_link(root: Path, settings: dict, version: str, source: str) -> None:
     """Record that `version` (a harness-only revision) reuses `source`'s policy."""
-    folder = run_dir(root, settings, version)
+    folder = artifact_dir(root, settings, version)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / LINK_FILE).write_text(json.dumps({"version": source}, indent=2))
