@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 from evo.errors import AgentError
-from evo.recipe import get_path
+from evo.recipe import get_path, set_path
 
 _COMPARE = {
     ">": lambda a, b: a > b,
@@ -106,16 +106,6 @@ def check_requirement(cond: dict, recipe: dict) -> bool:
         return False
 
 
-def _set_raw(raw: dict, dotted: str, value: Any) -> None:
-    node = raw
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        if not isinstance(node.get(part), dict):
-            node[part] = {}
-        node = node[part]
-    node[parts[-1]] = value
-
-
 def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "patch") -> dict:
     """Apply `patch` to the raw recipe mapping (what recipe.yaml holds) and return the new mapping.
 
@@ -130,7 +120,7 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
             raise AgentError(f"{source}: patch op {op!r} is invalid; use one of {', '.join(PATCH_OPS)} with a path")
         current = get_path(recipe, path)
         if kind == "set":
-            _set_raw(out, path, copy.deepcopy(op["value"]))
+            out = set_path(out, path, copy.deepcopy(op["value"]))
         elif kind == "scale":
             if not isinstance(current, (int, float)) or isinstance(current, bool):
                 raise AgentError(f"{source}: cannot scale {path} (value {current!r} is not a number)")
@@ -139,7 +129,7 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
                 new = min(new, op["max"])
             if "min" in op:
                 new = max(new, op["min"])
-            _set_raw(out, path, int(round(new)) if isinstance(current, int) else float(new))
+            out = set_path(out, path, int(round(new)) if isinstance(current, int) else float(new))
         elif kind == "add_term":
             term = {"weight": 1.0, "mode": "add", **op["value"]}
             terms = [dict(t) for t in (current or [])]
@@ -149,13 +139,13 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
                     break
             else:
                 terms.append(term)
-            _set_raw(out, path, terms)
+            out = set_path(out, path, terms)
         elif kind == "enable":
             node = get_path(out, path)
             node = dict(node) if isinstance(node, dict) else {}
             node.update(copy.deepcopy(op.get("value") or {}))
             node["enabled"] = True
-            _set_raw(out, path, node)
+            out = set_path(out, path, node)
     return out
 
 

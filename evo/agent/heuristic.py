@@ -38,22 +38,10 @@ from evo.agent.recipe_diff import common_factor, covers, format_change, leaf_dif
 from evo.agent.revisions import harness_revision
 from evo.agent.skills import Skill, load_skills
 from evo.errors import AgentError, ConfigError
-from evo.recipe import get_path, normalize_recipe
+from evo.recipe import get_path, normalize_recipe, set_path
 from evo.yamlio import parse_yaml
 
 UNSETTLED = ("mixed", "insufficient")
-
-
-def nested_patch(dotted: dict) -> dict:
-    """{"filters.std_group": {...}} -> {"filters": {"std_group": {...}}} (the form evo.harness.backtest merges)."""
-    out: dict = {}
-    for path, value in dotted.items():
-        node = out
-        *parents, last = path.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return out
 
 
 def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict, text: str, block: Blocklist,
@@ -107,7 +95,10 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
     }
     if factor.startswith(("reward", "filters")):
         # Replayable from stored rollouts: hand the loop the nested patch evo.harness.backtest takes.
-        manifest["backtest"] = nested_patch({p: get_path(new, p) for p in sorted(set(touched))})
+        backtest: dict = {}
+        for path in sorted(set(touched)):
+            backtest = set_path(backtest, path, get_path(new, path))
+        manifest["backtest"] = backtest
         question = (skill.backtest or {}).get("question")
         if question:
             manifest["predicted_effect"] += f" Backtest on the parent's rollouts first: {question}."
