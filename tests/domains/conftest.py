@@ -2,7 +2,7 @@
 
 `machine_state()` lists what a sandboxed run could leave behind: live processes
 started by the sandbox bootstrap, sandbox folders in the temp dir, pids cgroups.
-Hostile-program tests compare it before and after.
+Hostile-program tests compare it before and after (the `clean_machine` fixture).
 """
 
 from __future__ import annotations
@@ -58,6 +58,17 @@ def score_one(env, task, response: str):
         episode.close()
     assert result.done
     return result.components, result.info
+
+
+@pytest.fixture
+def clean_machine():
+    """Asserts after the test that no sandbox process, folder or cgroup was left behind."""
+    before = machine_state()
+    yield
+    after = machine_state()
+    assert after["processes"] == [], f"leftover sandbox processes: {after['processes']}"
+    assert after["sandbox_dirs"] == before["sandbox_dirs"], "a sandbox folder was not removed"
+    assert after["cgroups"] == before["cgroups"], "a pids cgroup was not removed"
 
 
 @pytest.fixture

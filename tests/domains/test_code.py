@@ -30,15 +30,6 @@ def env():
                                                 "max_output_bytes": 4096}})
 
 
-@pytest.fixture
-def clean_machine(kit):
-    before = kit.machine_state()
-    yield
-    after = kit.machine_state()
-    assert after["processes"] == [] and after["sandbox_dirs"] == before["sandbox_dirs"]
-    assert after["cgroups"] == before["cgroups"]
-
-
 def test_sample_references_pass_their_tests(env, kit):
     tasks = env.tasks("validation")
     assert len(tasks) == 6 and {t.stratum for t in tasks} == {"easy", "medium"}

@@ -20,17 +20,6 @@ def sandbox():
     return Sandbox(FAST)
 
 
-@pytest.fixture
-def clean_machine(kit):
-    """Asserts after the test that no sandbox process, folder or cgroup was left behind."""
-    before = kit.machine_state()
-    yield
-    after = kit.machine_state()
-    assert after["processes"] == [], f"leftover sandbox processes: {after['processes']}"
-    assert after["sandbox_dirs"] == before["sandbox_dirs"], "a sandbox folder was not removed"
-    assert after["cgroups"] == before["cgroups"], "a pids cgroup was not removed"
-
-
 def test_runs_a_program_on_stdin_and_removes_its_folder(sandbox, clean_machine):
     r = sandbox.run_script("import os\nprint(int(input()) * 2)\nprint(os.getcwd())", stdin="21\n")
     out, cwd = r.stdout.splitlines()
