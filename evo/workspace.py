@@ -34,28 +34,30 @@ def available_domains() -> list[str]:
     return sorted(p.name[: -len("-tiny.yaml")] for p in resource_dir("recipes").glob("*-tiny.yaml"))
 
 
-def baseline_recipe_text(domain: str, model: str | None, recipe: str | Path | None = None) -> str:
-    """The baseline recipe: `recipe` when given (e.g. a human-engineered one), else the
+def baseline_recipe(domain: str | None, model: str | None, recipe: str | Path | None = None) -> tuple[str, dict]:
+    """The baseline recipe's text and its parsed form: `recipe` when given (e.g. a
+    human-engineered one; its domain unless `domain` says otherwise), else the
     built-in tiny recipe of `domain`; `model.name` replaced when `model` is given."""
     if recipe is not None:
         path = Path(recipe).expanduser()
         if not path.is_file():
             raise WorkspaceError(f"--recipe: {str(path)!r} is not a file; give the path of a recipe YAML")
         found = parse_recipe(path.read_text(encoding="utf-8"), source=str(path))["domain"]["name"]
-        if found != domain:
+        if domain is not None and found != domain:
             raise WorkspaceError(f"--recipe: {path} trains domain {found!r} but --domain is {domain!r}; drop --domain or pick a matching recipe")
     else:
+        domain = domain or DEFAULT_DOMAIN
         path = resource_dir("recipes") / f"{domain}-tiny.yaml"
-    if not path.is_file():
-        raise WorkspaceError(
-            f"--domain: unknown domain {domain!r} (no built-in recipe {domain}-tiny.yaml); "
-            f"use one of {', '.join(available_domains()) or 'none'}"
-        )
+        if not path.is_file():
+            raise WorkspaceError(
+                f"--domain: unknown domain {domain!r} (no built-in recipe {domain}-tiny.yaml); "
+                f"use one of {', '.join(available_domains()) or 'none'}"
+            )
     text = path.read_text(encoding="utf-8")
     if model is not None:
         text = _replace_model_name(text, model)
-    parse_recipe(text, source=f"recipe.yaml (from {path.name})")  # a broken built-in must not become v0
-    return text
+    # A broken built-in (or a model id the recipe schema refuses) must not become v0.
+    return text, parse_recipe(text, source=f"recipe.yaml (from {path.name})")
 
 
 def _replace_model_name(text: str, model: str) -> str:
@@ -89,6 +91,8 @@ def is_workspace(path: str | Path) -> bool:
 
 
 def _copy_tree(src: Path, dst: Path, *, skip: set[str] = frozenset()) -> None:
+    # Not shutil.copytree: it would also copy the package folders' modes onto
+    # the user's existing folder (the workspace root).
     for item in sorted(src.iterdir()):
         if item.name in _SKIP or item.name in skip:
             continue
@@ -98,13 +102,6 @@ def _copy_tree(src: Path, dst: Path, *, skip: set[str] = frozenset()) -> None:
             _copy_tree(item, target)
         else:
             shutil.copy2(item, target)
-
-
-def _builtin_folder(kind: str) -> Path | None:
-    try:
-        return resource_dir(kind)
-    except Exception:  # noqa: BLE001 - a folder another module has not shipped yet is simply absent
-        return None
 
 
 def init_workspace(path: str | Path, domain: str | None = None, model: str | None = None,
@@ -121,13 +118,10 @@ def init_workspace(path: str | Path, domain: str | None = None, model: str | Non
         raise WorkspaceError(f"'{root}' is already an EvoTrainer workspace (v0 exists); nothing changed")
     if root.exists() and not root.is_dir():
         raise WorkspaceError(f"'{root}' is a file; give a folder for the workspace")
-    if recipe is not None and domain is None and Path(recipe).is_file():
-        domain = parse_recipe(Path(recipe).read_text(encoding="utf-8"), source=str(recipe))["domain"]["name"]
-    domain = domain or DEFAULT_DOMAIN
+    recipe_text, parsed = baseline_recipe(domain, model, recipe)
+    domain = parsed["domain"]["name"]
     agent = agent or DEFAULT_AGENT
-    recipe_text = baseline_recipe_text(domain, model, recipe)
-    recipe_model = parse_recipe(recipe_text)["model"]["name"]
-    settings_text = render_settings(domain, model or recipe_model, agent)
+    settings_text = render_settings(domain, parsed["model"]["name"], agent)
 
     prepare_repository(root, force=force)  # validates emptiness before writing anything
     template = resource_dir("workspace_template")
@@ -135,12 +129,7 @@ def init_workspace(path: str | Path, domain: str | None = None, model: str | Non
     (root / SETTINGS_FILE).write_text(settings_text, encoding="utf-8")
     (root / "recipe.yaml").write_text(recipe_text, encoding="utf-8")
     for kind in BUILTIN_FOLDERS:
-        dst = root / kind
-        dst.mkdir(exist_ok=True)
-        src = _builtin_folder(kind)
-        if src is not None:
-            _copy_tree(src, dst)
-        if not any(dst.iterdir()):
-            (dst / ".gitkeep").write_text("", encoding="utf-8")  # git keeps no empty folders
+        (root / kind).mkdir(exist_ok=True)
+        _copy_tree(resource_dir(kind), root / kind)
     bootstrap_repository(root, domain=domain, agent=agent)
     return root

@@ -147,3 +147,14 @@ def test_settings_template_renders_valid_yaml_for_odd_model_ids(tmp_path):
 
     text = render_settings("arithmetic", "local: path/with #hash", "command")
     assert yaml.safe_load(text)["model"] == "local: path/with #hash"
+
+
+def test_init_from_a_given_recipe_takes_its_domain(tmp_path):
+    given = tmp_path / "mine.yaml"
+    given.write_text((resource_dir("recipes") / "math-tiny.yaml").read_text())
+    result = CliRunner().invoke(main, ["init", str(tmp_path / "clash"), "--recipe", str(given), "--domain", "arithmetic"])
+    assert result.exit_code == 1 and "'math'" in result.output and "'arithmetic'" in result.output
+    assert not (tmp_path / "clash").exists()
+    root = init_workspace(tmp_path / "w", recipe=given)
+    assert load_settings(root)["domain"] == "math"
+    assert (root / "recipe.yaml").read_text() == given.read_text()
