@@ -59,15 +59,16 @@ class SandboxLimits:
     max_open_files: int = 64
 
     @classmethod
-    def from_options(cls, options: dict | None, *, source: str = "domain.options.sandbox") -> "SandboxLimits":
+    def from_options(cls, options: dict | None) -> "SandboxLimits":
         """Build from a recipe mapping, naming the bad key in the error."""
         options = dict(options or {})
         known = set(cls.__dataclass_fields__)
         for key, value in options.items():
             if key not in known:
-                raise ConfigError(f"recipe.yaml: {source}.{key}: unknown sandbox limit; use one of {', '.join(sorted(known))}")
+                raise ConfigError(f"recipe.yaml: domain.options.sandbox.{key}: unknown sandbox limit; "
+                                  f"use one of {', '.join(sorted(known))}")
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"recipe.yaml: {source}.{key}: {value!r} must be a positive number")
+                raise ConfigError(f"recipe.yaml: domain.options.sandbox.{key}: {value!r} must be a positive number")
         return cls(**options)
 
 
@@ -213,9 +214,9 @@ class Sandbox:
         self.use_cgroup = iso["pids_cgroup"] and (not iso["namespaces"] if use_cgroup is None else use_cgroup)
 
     # ---- convenience wrappers -------------------------------------------------
-    def run_script(self, source: str, stdin: str = "", files: dict[str, str] | None = None) -> SandboxResult:
+    def run_script(self, source: str, stdin: str = "") -> SandboxResult:
         """Run `source` as ``__main__`` with `stdin` as its input."""
-        return self.run({**(files or {}), "solution.py": source}, mode="script", stdin=stdin)
+        return self.run({"solution.py": source}, mode="script", stdin=stdin)
 
     def run_asserts(self, source: str, tests: list[str]) -> SandboxResult:
         """Exec `source`, then each assert snippet; `results[i]["passed"]` per snippet."""
