@@ -24,6 +24,7 @@ import re
 from collections import deque
 from typing import Callable, Sequence
 
+from evo.domains.swe_repo import is_test_file
 from evo.errors import TrainError
 from evo.train.types import Generation
 
@@ -165,7 +166,7 @@ def reverse_patch_from_git_log(log_text: str) -> str | None:
     file_diffs = re.split(r"(?m)^(?=diff --git )", log_text)
     for block in file_diffs:  # git log -p lists the newest commit first
         m = re.match(r"diff --git a/(\S+) b/(\S+)", block)
-        if not m or m.group(1).split("/")[-1].startswith("test_"):
+        if not m or is_test_file(m.group(1)):
             continue
         lines = block.splitlines()
         out = [f"--- a/{m.group(1)}", f"+++ b/{m.group(2)}"]
