@@ -48,11 +48,13 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
                       notes: list[str], missing: dict[str, list[str]]) -> Candidate | None:
     metrics = ctx.diagnosis.get("metrics") or {}
     holds, strength, lacking, used = eval_triggers(skill.triggers, metrics)
+    meets = all(check_requirement(r, current) for r in skill.requires)
     if not holds:
-        for key in lacking:
-            missing.setdefault(key, []).append(skill.name)
+        if meets:  # a metric is worth measuring only for a skill the recipe would let act on it
+            for key in lacking:
+                missing.setdefault(key, []).append(skill.name)
         return None
-    if not all(check_requirement(r, current) for r in skill.requires):
+    if not meets:
         notes.append(f"{skill.name}: triggers hold but the recipe does not meet its requirements")
         return None
     try:

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from evo.agent.candidate import Blocklist, Candidate, expected_cost, recipe_text
-from evo.agent.conditions import apply_patch, check_requirement, eval_triggers
+from evo.agent.conditions import apply_patch, eval_triggers
 from evo.agent.recipe_diff import format_change, leaf_diff
 from evo.recipe import get_path, normalize_recipe
 
@@ -143,11 +143,6 @@ def harness_revision(ctx, raw: dict, current: dict, text: str, skills, missing: 
                      block: Blocklist, outcome: str | None, notes: list[str]) -> Candidate | None:
     """The first applicable harness revision in the order the last outcome calls for, or None."""
     worktree = Path(ctx.worktree)
-    # Only count metrics a policy skill could act on: one whose recipe requirements hold.
-    useful = {name for name in {s for names in missing.values() for s in names}
-              if all(check_requirement(r, current) for sk in skills if sk.name == name for r in sk.requires)}
-    missing = {k: [s for s in v if s in useful] for k, v in missing.items()}
-    missing = {k: v for k, v in missing.items() if v}
 
     def more():
         return [c] if (c := _more_samples(ctx, raw, current, text, block, outcome)) else []
