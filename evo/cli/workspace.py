@@ -34,23 +34,22 @@ def headline_text(headline: dict | None, *, with_metric: bool = True) -> str:
 
 
 def summary(rec) -> dict:
-    """The `evo log` row of a VersionRecord."""
-    return {
-        "name": rec.name, "parents": rec.parents, "state": rec.state, "commit": rec.commit,
-        "intervention": rec.intervention_summary, "outcome": rec.outcome, "headline": rec.headline,
-        "avg_at_k": rec.avg_at_k, "created": rec.created, "events": len(rec.events),
-    }
+    """The `evo log` row of a VersionRecord: the intervention as its short label, the events counted."""
+    return {**rec.to_dict(), "intervention": rec.intervention_summary, "events": len(rec.events)}
 
 
 def read_journal(root: Path) -> dict | None:
-    """The in-flight `evo step` from `.evo/journal/current.json`, if any."""
-    path = root / ".evo" / "journal" / "current.json"
-    if not path.is_file():
-        return None
+    """The in-flight `evo step` (the loop's journal), if any, and whether its process still runs."""
+    from evo.errors import WorkspaceError
+    from evo.loop.journal import Journal
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return {"error": f"{path}: unreadable ({exc}); remove it if no step is running"}
+        journal = Journal.load(root)
+    except (WorkspaceError, OSError, ValueError) as exc:  # reported, not fatal: status is how a user finds out
+        return {"error": str(exc)}
+    if journal is None:
+        return None
+    data = dict(journal.data)
     pid = data.get("pid")
     alive = False
     if isinstance(pid, int):
@@ -210,7 +209,6 @@ def register(group):
         worktree = lin.worktree_path(version)
         data = {
             **summary(rec),
-            "branch": rec.branch,
             "events": rec.events,
             "recipe": lin.file_at(version, "recipe.yaml") if rec.commit else None,
             "changed_paths": lin.changed_paths(version) if rec.parents else [],
