@@ -130,10 +130,15 @@ class Skill:
                 "source": self.source, "path": str(self.path) if self.path else None, **self.record()}
 
 
-def split_front_matter(text: str, *, source: str) -> tuple[dict, str]:
+def _front_matter(text: str, source: str) -> re.Match:
     match = _FRONT_MATTER.match(text)
     if not match:
         raise AgentError(f"{source}: no YAML front matter; start the file with '---', the fields, and '---'")
+    return match
+
+
+def split_front_matter(text: str, *, source: str) -> tuple[dict, str]:
+    match = _front_matter(text, source)
     return parse_yaml(match.group(1), source=source), text[match.end():]
 
 
@@ -217,9 +222,7 @@ def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str,
         shutil.copytree(shipped, skills_dir / skill_name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
         written += sorted(p for p in (skills_dir / skill_name).rglob("*") if p.is_file() and p.name != "SKILL.md")
     text = target.read_text(encoding="utf-8")
-    match = _FRONT_MATTER.match(text)
-    if not match:
-        raise AgentError(f"{target}: no YAML front matter; start the file with '---', the fields, and '---'")
+    match = _front_matter(text, str(target))
     meta = parse_yaml(match.group(1), source=str(target))
     entries = [e for e in (meta.get("evidence") or []) if e.get("version") != version]
     entries.append({"version": version, "outcome": outcome, "domain": domain})
