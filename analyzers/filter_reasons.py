@@ -12,8 +12,6 @@ Findings:
 
 import re
 
-import numpy as np
-
 from evo.harness import kit
 
 LAYER = "signal"
@@ -46,9 +44,8 @@ def analyze(ctx):
     findings = []
     if metrics["signal/filter_dropped_frac"] >= DROP_WARN:
         top = max(by_key, key=by_key.get)
-        mask = pc.not_equal(pc.fill_null(table.column("filter_reason"), ""), "").to_numpy(zero_copy_only=False)
         findings.append(kit.finding(
             "signal.filter_drops", "warning",
             f"filters dropped {metrics['signal/filter_dropped_frac']:.0%} of trajectories (mostly {top}: {by_key[top] / n:.0%})",
-            rows=kit.rows_where(table.column("traj_id"), np.asarray(mask, dtype=bool)), values={"by_reason": {k: v / n for k, v in by_key.items()}}))
+            rows=kit.rows_where(table.column("traj_id"), kit.nonempty(table, "filter_reason")), values={"by_reason": {k: v / n for k, v in by_key.items()}}))
     return {"metrics": metrics, "findings": findings}
