@@ -101,8 +101,7 @@ def _answer_leaks(table, correct):
     import pyarrow.compute as pc
 
     answer_len = pc.utf8_length(pc.fill_null(table.column("answer"), "")).to_numpy(zero_copy_only=False)
-    has_transcript = pc.utf8_length(pc.fill_null(table.column("transcript"), "")).to_numpy(zero_copy_only=False) > 0
-    candidates = np.flatnonzero(correct & has_transcript & (answer_len >= MIN_ANSWER_CHARS))
+    candidates = np.flatnonzero(correct & kit.nonempty(table, "transcript") & (answer_len >= MIN_ANSWER_CHARS))
     if len(candidates) > MAX_ANSWER_CHECKS:
         candidates = candidates[np.linspace(0, len(candidates) - 1, MAX_ANSWER_CHECKS).astype(np.int64)]
     leaks = np.zeros(table.num_rows, dtype=bool)
