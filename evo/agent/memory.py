@@ -73,17 +73,22 @@ class Memory:
         return out if len(out) <= limit else out[: limit - 20].rstrip() + "\n[... truncated]"
 
 
+def _delta(h: dict) -> str:
+    """`Δ +0.19 [+0.12, +0.26]` from a headline; "" when it has no delta."""
+    if h.get("delta") is None:
+        return ""
+    text = f"Δ {h['delta']:+.4g}"
+    if h.get("ci_low") is not None and h.get("ci_high") is not None:
+        text += f" [{h['ci_low']:+.4g}, {h['ci_high']:+.4g}]"
+    return text
+
+
 def _headline(summary: dict) -> str:
     h = summary.get("headline") or {}
     if h.get("value") is None:
         return "—"
-    text = f"{h.get('metric', 'score')} {h['value']:.4g}"
-    if h.get("delta") is not None:
-        text += f" (Δ {h['delta']:+.4g}"
-        if h.get("ci_low") is not None and h.get("ci_high") is not None:
-            text += f" [{h['ci_low']:+.4g}, {h['ci_high']:+.4g}]"
-        text += ")"
-    return text
+    delta = _delta(h)
+    return f"{h.get('metric', 'score')} {h['value']:.4g}" + (f" ({delta})" if delta else "")
 
 
 def _intervention(summary: dict) -> str:
@@ -179,12 +184,8 @@ def _version_key(name: str):
 
 
 def _note_line(s: dict) -> str:
-    h = s.get("headline") or {}
-    delta = ""
-    if h.get("delta") is not None:
-        delta = f", Δ {h['delta']:+.4g}"
-        if h.get("ci_low") is not None and h.get("ci_high") is not None:
-            delta += f" [{h['ci_low']:+.4g}, {h['ci_high']:+.4g}]"
+    delta = _delta(s.get("headline") or {})
+    delta = f", {delta}" if delta else ""
     return f"- {s['name']} (from {', '.join(s.get('parents') or []) or '—'}): {_intervention(s)} → {s['outcome']}{delta} <!-- evo:{s['name']} -->"
 
 
