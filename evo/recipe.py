@@ -18,11 +18,11 @@ from evo.schemas import load_schema, validate
 from evo.yamlio import load_yaml, parse_yaml
 
 
-def _fill_defaults(instance: Any, schema: dict) -> Any:
+def fill_defaults(instance: Any, schema: dict) -> Any:
     """Recursively add schema `default`s for missing object keys."""
     if not isinstance(instance, dict) or schema.get("type") != "object":
         if isinstance(instance, list) and isinstance(schema.get("items"), dict):
-            return [_fill_defaults(x, schema["items"]) for x in instance]
+            return [fill_defaults(x, schema["items"]) for x in instance]
         return instance
     out = dict(instance)
     for key, sub in schema.get("properties", {}).items():
@@ -30,9 +30,9 @@ def _fill_defaults(instance: Any, schema: dict) -> Any:
             if "default" in sub:
                 out[key] = copy.deepcopy(sub["default"])
             elif sub.get("type") == "object" and "properties" in sub and not sub.get("required"):
-                out[key] = _fill_defaults({}, sub)
+                out[key] = fill_defaults({}, sub)
         else:
-            out[key] = _fill_defaults(out[key], sub)
+            out[key] = fill_defaults(out[key], sub)
     return out
 
 
@@ -42,7 +42,7 @@ DEFAULT_REWARD_TERMS = [{"name": "correctness", "weight": 1.0, "mode": "add"}]
 def normalize_recipe(data: dict, *, source: str = "recipe.yaml") -> dict:
     """Validate `data` and return a copy with all defaults filled."""
     validate(data, "recipe", source=source)
-    recipe = _fill_defaults(data, load_schema("recipe"))
+    recipe = fill_defaults(data, load_schema("recipe"))
     recipe["domain"].setdefault("options", {})
     if "terms" not in recipe["reward"]:
         recipe["reward"]["terms"] = copy.deepcopy(DEFAULT_REWARD_TERMS)

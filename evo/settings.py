@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evo.errors import ConfigError
-from evo.recipe import _fill_defaults
+from evo.recipe import fill_defaults
 from evo.schemas import load_schema, validate
 from evo.yamlio import load_yaml
 
@@ -14,7 +14,7 @@ SETTINGS_FILE = "evo.yaml"
 
 def normalize_settings(data: dict, *, source: str = SETTINGS_FILE) -> dict:
     validate(data, "settings", source=source)
-    settings = _fill_defaults(data, load_schema("settings"))
+    settings = fill_defaults(data, load_schema("settings"))
     root = settings["artifacts"]["root"]
     if "://" in root:
         raise ConfigError(f"{source}: artifacts.root: {root!r} is a URL; remote artifact storage is not supported yet, "

@@ -60,7 +60,8 @@ def _fix_hint(err: jsonschema.ValidationError) -> str:
         return "remove it or check its spelling"
     if v == "pattern":
         return f"match the pattern {err.validator_value!r}"
-    return "see the schema " + err.schema.get("description", "") if err.schema.get("description") else "fix the value"
+    description = err.schema.get("description")
+    return f"see the schema: {description}" if description else "fix the value"
 
 
 def format_error(err: jsonschema.ValidationError, source: str) -> str:
@@ -78,9 +79,8 @@ def format_error(err: jsonschema.ValidationError, source: str) -> str:
 
 def validate(instance: Any, name: str, *, source: str, error_cls=ConfigError) -> Any:
     """Validate `instance` against schema `name`; raise `error_cls` with one line on failure."""
-    errors = sorted(_validator(name).iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        # Prefer the deepest, most specific error of the first failing branch.
-        err = jsonschema.exceptions.best_match(errors)
+    # best_match picks the most specific error of the most relevant branch.
+    err = jsonschema.exceptions.best_match(_validator(name).iter_errors(instance))
+    if err is not None:
         raise error_cls(format_error(err, source))
     return instance
