@@ -49,7 +49,7 @@ def paired_comparison(child_eval, parent_eval, *, B: int = stats.DEFAULT_B, seed
 def _eval_of(run: RunArtifacts, role: str):
     table = run.eval
     if table is None:
-        raise HarnessError(f"{run.run_dir}: no eval.parquet for the {role}; run `evo` evaluation for it first")
+        raise HarnessError(f"{run.run_dir}: no eval.parquet for the {role}; run `evo eval CHECKPOINT --out <that folder>` first")
     return table
 
 
