@@ -8,24 +8,23 @@ incentive, the precursor of one-turn collapse in multi-turn training).
 
 import numpy as np
 
+from evo.harness import kit
+
 LAYER = "behavior"
 THRESHOLD = 0.3  # |mean within-group correlation| that makes a finding
 
 
 def analyze(ctx):
-    table = getattr(ctx, "rollouts", None)
-    if table is None or not table.num_rows or not {"step", "group", "num_tokens", "reward"} <= set(table.column_names):
-        return {"metrics": {}, "findings": []}
-    step = np.asarray(table.column("step").to_pylist(), dtype=np.int64)
-    group = np.asarray(table.column("group").to_pylist(), dtype=np.int64)
-    length = np.asarray(table.column("num_tokens").to_pylist(), dtype=float)  # (N,)
-    reward = np.asarray(table.column("reward").to_pylist(), dtype=float)  # (N,)
-    _, gid = np.unique(step * (group.max() + 1) + group, return_inverse=True)  # (N,) group number
-    n = np.bincount(gid).astype(float)  # (G,)
-    dx = length - (np.bincount(gid, weights=length) / n)[gid]  # (N,) centred within group
-    dy = reward - (np.bincount(gid, weights=reward) / n)[gid]
-    cov = np.bincount(gid, weights=dx * dy)  # (G,)
-    var = np.bincount(gid, weights=dx * dx) * np.bincount(gid, weights=dy * dy)  # (G,)
+    table = ctx.rollouts
+    if not all(kit.has(table, name) for name in ("step", "group", "num_tokens", "reward")) or not table.num_rows:
+        return kit.empty()
+    g = kit.groups(ctx)
+    length = kit.col(table, "num_tokens", np.float64)  # (N,)
+    reward = kit.col(table, "reward", np.float64)  # (N,)
+    dx = length - g.broadcast(g.mean(length))  # (N,) centred within group
+    dy = reward - g.broadcast(g.mean(reward))
+    cov = g.sum(dx * dy)  # (G,)
+    var = g.sum(dx * dx) * g.sum(dy * dy)  # (G,)
     usable = var > 1e-12
     if not usable.any():
         return {"metrics": {"behavior/length_reward_corr": 0.0, "behavior/length_reward_corr_abs": 0.0}, "findings": []}
@@ -37,13 +36,9 @@ def analyze(ctx):
     if abs(mean) >= THRESHOLD:
         direction = ("longer responses win within groups: the reward pays for length (or reasoning is clipped)"
                      if mean > 0 else "shorter responses win within groups: a brevity incentive that precedes one-turn collapse")
-        ids = table.column("traj_id").to_pylist() if "traj_id" in table.column_names else [str(i) for i in range(table.num_rows)]
         extreme = np.argsort(-length if mean > 0 else length)[:5]
-        findings.append({
-            "id": "behavior.length_reward_coupling",
-            "layer": LAYER,
-            "severity": "warning",
-            "message": f"{direction} (mean r = {mean:+.2f} over {int(usable.sum())} groups)",
-            "evidence": {"rows": [ids[i] for i in extreme], "values": {"length_reward_corr": mean, "threshold": THRESHOLD}},
-        })
+        rows = table.column("traj_id").take(extreme).to_pylist() if kit.has(table, "traj_id") else extreme.tolist()
+        findings.append(kit.finding("behavior.length_reward_coupling", "warning",
+                                    f"{direction} (mean r = {mean:+.2f} over {int(usable.sum())} groups)",
+                                    rows=rows, values={"length_reward_corr": mean, "threshold": THRESHOLD}))
     return {"metrics": metrics, "findings": findings}

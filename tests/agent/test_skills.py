@@ -152,11 +152,11 @@ def test_length_reward_coupling_sign():
             rows.append({"traj_id": f"s0-g{g}-{s}", "step": 0, "group": g, "num_tokens": int(n), "reward": float(n) / 50})
     table = pa.Table.from_pylist(rows)
     module = _load_analyzer("length-reward-coupling")
-    out = module.analyze(SimpleNamespace(rollouts=table, eval=None))
+    out = module.analyze(SimpleNamespace(rollouts=table, eval=None, cache={}))
     assert out["metrics"]["behavior/length_reward_corr"] == pytest.approx(1.0)
     assert out["findings"][0]["id"] == "behavior.length_reward_coupling" and "longer" in out["findings"][0]["message"]
     flipped = table.set_column(table.schema.get_field_index("reward"), "reward", pa.array([1 - r["reward"] for r in rows]))
-    out = module.analyze(SimpleNamespace(rollouts=flipped, eval=None))
+    out = module.analyze(SimpleNamespace(rollouts=flipped, eval=None, cache={}))
     assert out["metrics"]["behavior/length_reward_corr"] == pytest.approx(-1.0) and "shorter" in out["findings"][0]["message"]
 
 
