@@ -52,24 +52,24 @@ def _lineage(root: Path):
     return Lineage.open(root)
 
 
-def _recipe_for(t: Target, recipe_file: Path | None, lineage=None) -> tuple[dict, str]:
+def _recipe_for(t: Target, recipe_file: Path | None, lineage=None) -> dict:
     """The recipe the run trained with: --recipe, the version's recipe.yaml, or one saved in the run folder."""
     from evo.errors import EvoError
     from evo.recipe import load_recipe
 
     if recipe_file is not None:
-        return load_recipe(recipe_file), str(recipe_file)
+        return load_recipe(recipe_file)
     if lineage is not None and t.version and t.version != "base":
         from evo.loop.versions import recipe_of
 
         try:
-            return recipe_of(lineage, t.version), f"{t.version}:recipe.yaml"
+            return recipe_of(lineage, t.version)
         except EvoError:
             pass
     for candidate in (t.run_dir / "recipe.yaml", (t.root / "recipe.yaml") if t.root else None):
         if candidate is not None and candidate.exists():
-            return load_recipe(candidate), str(candidate)
-    return {}, ""
+            return load_recipe(candidate)
+    return {}
 
 
 def _workspace_context(t: Target) -> dict:
@@ -197,7 +197,7 @@ def register(group):
             kwargs["parent_run_dir"] = _resolve(parent, workspace).run_dir
         if promoted:
             kwargs["promoted_run_dir"] = _resolve(promoted, workspace).run_dir
-        recipe, _ = _recipe_for(t, recipe_file, lineage)
+        recipe = _recipe_for(t, recipe_file, lineage)
         diag = diagnose(t.run_dir, recipe=recipe, analyzer_dirs=dirs + list(extra_dirs), out_dir=t.run_dir, **kwargs)
         emit(diag, as_json, _print_digest)
 
@@ -245,7 +245,7 @@ def register(group):
 
         t = _resolve(target, workspace)
         lineage = _lineage(t.root) if t.root is not None and t.version not in ("", "base") else None
-        recipe, source = _recipe_for(t, recipe_file, lineage)
+        recipe = _recipe_for(t, recipe_file, lineage)
         if not recipe:
             raise HarnessError(f"{t.run_dir}: no recipe found for this run; pass the one it trained with as --recipe FILE")
         change = load_yaml(change_file)
