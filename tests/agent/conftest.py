@@ -14,7 +14,7 @@ import pytest
 from evo.agent import AgentContext
 from evo.agent.memory import Memory
 from evo.agent.skills import load_skills
-from evo.recipe import load_recipe
+from evo.recipe import load_recipe, set_path
 from evo.resources import resource_dir
 from evo.settings import normalize_settings
 from evo.yamlio import dump_yaml, load_yaml
@@ -50,11 +50,7 @@ def set_recipe(worktree: Path, **changes) -> dict:
     """Rewrite the worktree's recipe with dotted-path changes, e.g. {"rollout.max_new_tokens": 64}."""
     raw = load_yaml(worktree / "recipe.yaml")
     for dotted, value in changes.items():
-        node = raw
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
+        raw = set_path(raw, dotted, value)
     (worktree / "recipe.yaml").write_text(dump_yaml(raw))
     return load_recipe(worktree / "recipe.yaml")
 

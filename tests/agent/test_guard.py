@@ -6,7 +6,7 @@ import pytest
 
 from evo.agent.guard import check_candidate, glob_match
 from evo.errors import AgentError
-from evo.recipe import load_recipe
+from evo.recipe import load_recipe, set_path
 from evo.resources import resource_dir
 from evo.yamlio import dump_yaml, load_yaml
 
@@ -24,11 +24,7 @@ def manifest(**overrides):
 def recipe_text(**changes):
     raw = load_yaml(resource_dir("recipes") / "arithmetic-tiny.yaml")
     for dotted, value in changes.items():
-        node = raw
-        *parents, last = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
+        raw = set_path(raw, dotted, value)
     return dump_yaml(raw)
 
 
