@@ -8,7 +8,6 @@ keeps the folder well inside its time budget.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -121,14 +120,10 @@ def judged(value: float, delta: float, outcome: str = "improvement", baseline: s
                          "ci_low": delta - 0.02, "ci_high": delta + 0.02, "p_value": 0.01}, "vetoes": []}
 
 
-def load_json(text: str):
-    return json.loads(text)
-
-
 @pytest.fixture
 def h():
     """The helpers above, for test modules (importlib mode cannot import conftest)."""
     from types import SimpleNamespace
 
     return SimpleNamespace(git=git, snapshot=snapshot, make_version=make_version, set_recipe_value=set_recipe_value,
-                           judged=judged, load_json=load_json, isolated_git_env=isolated_git_env)
+                           judged=judged)
