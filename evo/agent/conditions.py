@@ -10,7 +10,8 @@ measures it.
 
 Evidence strength of a trigger that holds is how far past its threshold the
 metric sits, on a log scale so that 0.62 against 0.05 and 6.2 against 0.5 weigh
-the same: ``clip(|ln(value / threshold)|, 0, 2)`` (1 for `==`/`!=`). Conditions
+the same: ``clip(|ln(value / threshold)|, 0, 2)`` (``clip(|value - threshold|, 0, 2)``
+when either is not positive; 1 for `==`/`!=`). Conditions
 marked `gate: true` ("ample length") only gate; they add no strength.
 """
 

@@ -3,9 +3,10 @@
 Three kinds, each a single factor:
 
 - **install an analyzer** from a harness skill (`skills/<name>/skill.py` copied
-  to `analyzers/<analyzer>.py`) when the diagnosis lacks a metric that a policy
-  skill's trigger needs (the analyzer unblocking the most skills wins), when the
-  harness skill's own triggers hold, or when its `outcomes` name the last outcome;
+  to `analyzers/<analyzer>.py`) when the diagnosis lacks a metric that the
+  trigger of a policy skill needs, one whose recipe requirements hold (the
+  analyzer unblocking the most skills wins), when the harness skill's own
+  triggers hold, or when its `outcomes` name the last outcome;
 - **adjust an analyzer threshold**: an installed harness-skill analyzer whose
   metric sits just under its `THRESHOLD` (at least half of it) gets the
   threshold halved, so the near miss becomes a finding the next diagnosis cites;
