@@ -53,9 +53,11 @@ def _lineage(root: Path):
 
 
 def _recipe_for(t: Target, recipe_file: Path | None, lineage=None) -> dict:
-    """The recipe the run trained with: --recipe, the version's recipe.yaml, or one saved in the run folder."""
+    """The recipe the run trained with: --recipe, the version's recipe.yaml, the recipe.json
+    `evo train` saves in its run folder, or a recipe.yaml in the run folder or the workspace."""
     from evo.errors import EvoError
-    from evo.recipe import load_recipe
+    from evo.recipe import load_recipe, normalize_recipe
+    from evo.train.records import read_json_if
 
     if recipe_file is not None:
         return load_recipe(recipe_file)
@@ -66,6 +68,9 @@ def _recipe_for(t: Target, recipe_file: Path | None, lineage=None) -> dict:
             return recipe_of(lineage, t.version)
         except EvoError:
             pass
+    saved = read_json_if(t.run_dir / "recipe.json")
+    if saved is not None:
+        return normalize_recipe(saved["recipe"], source=str(t.run_dir / "recipe.json"))
     for candidate in (t.run_dir / "recipe.yaml", (t.root / "recipe.yaml") if t.root else None):
         if candidate is not None and candidate.exists():
             return load_recipe(candidate)
@@ -169,7 +174,7 @@ def register(group):
     @click.option("--parent", "parent", default=None, help="Baseline to compare with: a version or a run folder (default: the version's parent).")
     @click.option("--promoted", "promoted", default=None, help="Promoted head to compare with: a version or a run folder.")
     @click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-                  help="Recipe the run trained with (default: the version's recipe.yaml).")
+                  help="Recipe the run trained with (default: the version's recipe.yaml, or the recipe.json evo train saved in the run folder).")
     @click.option("--analyzers", "extra_dirs", multiple=True, type=click.Path(file_okay=False, exists=True, path_type=Path),
                   help="Extra analyzer folder, loaded after the built-ins (repeatable); same names override.")
     @json_option
@@ -231,7 +236,7 @@ def register(group):
                   help="YAML recipe patch, e.g. `filters: {std_group: {enabled: true, epsilon: 1.0e-6}}`.")
     @workspace_option
     @click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-                  help="Recipe the run trained with (default: the version's recipe.yaml).")
+                  help="Recipe the run trained with (default: the version's recipe.yaml, or the recipe.json evo train saved in the run folder).")
     @json_option
     def backtest_cmd(target, change_file, workspace, recipe_file, as_json):
         """Replay a run's stored rollouts under a reward or filter change, without generating.

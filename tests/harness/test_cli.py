@@ -65,6 +65,17 @@ def test_backtest_with_change_file(runs, tmp_path):
     assert len(res.output.strip().splitlines()) == 1
 
 
+def test_backtest_reads_the_recipe_evo_train_saved_in_the_run_folder(runs, tmp_path):
+    child, _ = runs
+    change = tmp_path / "change.yaml"
+    change.write_text("filters:\n  std_group:\n    enabled: true\n")
+    assert "no recipe found" in CliRunner().invoke(main, ["backtest", str(child), "--change", str(change)]).output
+    recipe = {"domain": {"name": "arithmetic"}, "model": {"name": "builtin:tiny-char"}}
+    (child / "recipe.json").write_text(json.dumps({"recipe_hash": "x", "source": "recipe.yaml", "recipe": recipe}))
+    out = json.loads(invoke("backtest", child, "--change", change, "--json").output)
+    assert out["before"]["kept_trajectories"] == 48
+
+
 def test_unknown_target_is_a_one_line_error(tmp_path):
     res = CliRunner().invoke(main, ["analyze", "v9", "-C", str(tmp_path)])
     assert res.exit_code == 1 and "'v9' is neither a run folder nor a version" in res.output
