@@ -167,19 +167,20 @@ def test_reverting_under_a_later_promotion_is_refused_and_changes_nothing(lin, w
 def test_promote_and_revert_resume_after_a_kill_before_their_record(lin, ws, h):
     """A kill between the git commit and the tag / event: re-running finishes the same transition."""
     h.make_version(lin, "v1", ["v0"], edit=h.set_recipe_value("max_new_tokens: 4", "max_new_tokens: 8"))
-    h.make_version(lin, "v10", ["v0"])  # a name v1's trailer search must not match
+    h.make_version(lin, "v10", ["v1"], edit=h.set_recipe_value("temperature: 1.0", "temperature: 0.7"))
     merge = lin.promote("v1", "up")
+    later = lin.promote("v10", "up again")  # its 'Evo-Promoted: v10' trailer must not pass for v1's
     h.git(ws, "tag", "-d", "evo/promoted/v1")  # as if killed between the merge commit and the tag
     assert lin.promote("v1", "up") == merge
     assert h.git(ws, "rev-parse", "evo/promoted/v1^{commit}") == merge
-    assert h.git(ws, "rev-parse", "main") == merge  # no second merge
+    assert h.git(ws, "rev-parse", "main") == later  # no second merge
     assert [e["event"] for e in lin.events("v1")] == ["created", "promoted"]
 
-    revert = lin.revert("v1", "down")
-    note = h.git(ws, "notes", "--ref", "evo/lineage", "show", "evo/v1")
+    revert = lin.revert("v10", "down")
+    note = h.git(ws, "notes", "--ref", "evo/lineage", "show", "evo/v10")
     kept = "\n".join(line for line in note.splitlines() if '"reverted"' not in line)
-    h.git(ws, "notes", "--ref", "evo/lineage", "add", "-f", "-m", kept, "evo/v1")  # killed before the event
-    assert lin.record("v1").state == "promoted"
-    assert lin.revert("v1", "down") == revert
+    h.git(ws, "notes", "--ref", "evo/lineage", "add", "-f", "-m", kept, "evo/v10")  # killed before the event
+    assert lin.record("v10").state == "promoted"
+    assert lin.revert("v10", "down") == revert
     assert h.git(ws, "rev-parse", "main") == revert  # no second revert commit
-    assert lin.record("v1").state == "reverted"
+    assert lin.record("v10").state == "reverted"
