@@ -3,9 +3,10 @@
 Configuration written to the repository (never the user's global config):
 - notes follow rewritten commits (`notes.rewriteRef`, amend and rebase);
 - notes merge with `cat_sort_uniq`, so two machines' lineage lines combine;
-- each remote pushes main, version branches, promotion tags, pruned refs and
-  the lineage notes, and fetches the notes and pruned refs (non-forced, so a
-  diverged local note is never overwritten; merge it with `git notes merge`);
+- each remote the repository has at init pushes main, version branches,
+  promotion tags, pruned refs and the lineage notes, and fetches the notes and
+  pruned refs (non-forced, so a diverged local note is never overwritten; merge
+  it with `git notes merge`);
 - a local identity (`EvoTrainer <evo@localhost>`) only when none is set.
 """
 

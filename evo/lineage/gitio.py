@@ -2,7 +2,8 @@
 
 Names of the refs EvoTrainer uses live here, so every module agrees on them.
 Reads that must stay constant in process count (`read_all`) go through
-`for_each_ref`, `notes_list` and one `cat_file_batch`.
+`for_each_ref`, `notes_list` and `cat_file_batch` (one process each, whatever
+the number of versions).
 """
 
 from __future__ import annotations
