@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterable
 
 from evo.errors import HarnessError
 from evo.harness import digest, loader
@@ -20,15 +19,6 @@ from evo.resources import resource_dir
 from evo.schemas import validate
 
 DIGEST_FILE = "diagnosis.md"
-
-
-def analyzer_files(analyzer_dirs: Iterable[str | Path] | None = None) -> list[loader.AnalyzerFile]:
-    """The analyzers a diagnosis runs: `analyzer_dirs` in order (later names override), or the built-ins.
-
-    A workspace passes `[resource_dir("analyzers"), <workspace>/analyzers]`.
-    """
-    dirs = [resource_dir("analyzers")] if analyzer_dirs is None else [Path(d) for d in analyzer_dirs]
-    return loader.discover(dirs)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -45,9 +35,10 @@ def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, ana
     of the same name (default: the built-ins only). `lineage`: the list analyzers see as
     `ctx.lineage` (the loop passes `evo.loop.versions.lineage_summaries`). Returns the diagnosis dict.
     """
-    files = analyzer_files(analyzer_dirs)
+    dirs = [resource_dir("analyzers")] if analyzer_dirs is None else list(analyzer_dirs)
+    files = loader.discover(dirs)
     if not files:
-        raise HarnessError(f"no analyzers found in {', '.join(map(str, analyzer_dirs or [])) or 'the built-ins'}; "
+        raise HarnessError(f"no analyzers found in {', '.join(map(str, dirs)) or 'an empty list of folders'}; "
                            "pass folders holding analyzer .py files")
     ctx = AnalyzerContext(
         run=RunArtifacts(run_dir),
