@@ -1,8 +1,8 @@
 """Run the harness over one run's artifacts and write diagnosis.json + diagnosis.md.
 
-The analyzers in effect are the built-ins followed by each folder in
-`analyzer_dirs` (a workspace's `analyzers/`); a later file with the same name
-overrides an earlier one. Analyzer failures are findings, never exceptions;
+The analyzers in effect are those of each folder in `analyzer_dirs`, in order
+(default: the built-ins; a workspace passes the built-ins, then its own
+`analyzers/`); a later file with the same name overrides an earlier one. Analyzer failures are findings, never exceptions;
 only a missing run folder or an unreadable artifact stops a diagnosis.
 """
 
