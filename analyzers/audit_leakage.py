@@ -4,7 +4,7 @@ Two checks over training rollouts and validation responses:
 
 1. *Signatures*: regexes (RE2 syntax) over `tools`, `transcript` and
    `completion`. Built-in per domain (DOMAIN_SIGNATURES: swe reads of git
-   history — `git log/show/diff/blame/reflog`, reading `.git/`), plus every
+   history — `git log/show/diff/blame/reflog/rev-list/cat-file`, reading `.git/`), plus every
    regex in settings `audits.leakage_signatures`. Column chunks whose text
    holds none of the literals every match needs (e.g. `git`) skip the regex
    (kit.regex_mask_prefiltered): on a clean run the check costs one buffer scan.
@@ -13,9 +13,10 @@ Two checks over training rollouts and validation responses:
    observation (a non-assistant turn after the prompt) before the policy first
    states it. An observation answering the policy's own computation (a turn
    matching COMPUTE_CALL, e.g. a ```python block run by the math code
-   interpreter) is the policy's work, not the environment's, and is skipped. Transcripts are JSON, so this check parses them one by one; it
-   looks at up to MAX_ANSWER_CHECKS correct trajectories per table (spread
-   evenly) and says how many it checked.
+   interpreter) is the policy's work, not the environment's, and is skipped.
+   Transcripts are JSON, so this check parses them one by one; it looks at up
+   to MAX_ANSWER_CHECKS correct trajectories per table (spread evenly) and says
+   how many it checked.
 
 Any hit (at least VETO_MIN_HITS rows) vetoes the version, citing the rows:
 a leaked score is not evidence about the policy (paper D.2: a 48.80 BC% Git-leak
