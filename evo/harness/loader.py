@@ -109,12 +109,9 @@ def load_module(f: AnalyzerFile) -> ModuleType:
 
 
 def _describe(exc: BaseException) -> str:
-    """`ValueError: msg (at line N)` — one line naming where in the analyzer file it failed."""
-    line = ""
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename and "evo_analyzer" not in frame.filename:
-            line = f" ({Path(frame.filename).name}:{frame.lineno})"
-            break
+    """`ValueError: msg (file.py:N)` — one line naming the innermost frame, where the error was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    line = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
     msg = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {msg}{line}" if msg else f"{type(exc).__name__}{line}"
 
