@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from evo.errors import MissingDependencyError, TrainError
-from evo.train.forward import TrainBatch, build_batch, response_logits  # noqa: F401 (re-exported)
+from evo.train.forward import TrainBatch, response_logits
 from evo.train.objective import gather_logprobs, grpo_loss, masked_row_mean, token_entropy
 
 

@@ -88,8 +88,8 @@ class Trainer:
 
     # -- one step -------------------------------------------------------------------------------
     def run_step(self, step: int) -> dict:
-        from evo.train.engine import build_batch
         from evo.train.filters import TrajectoryFlags, apply_filters
+        from evo.train.forward import build_batch
         from evo.train.objective import group_advantages, group_spread, trajectory_weights
         from evo.train.rewards import total_reward
         from evo.train.rollout import rollout

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from evo.domains.arithmetic import ArithmeticEnv, score_completion
-from evo.train.engine import TorchEngine, build_batch
+from evo.train.engine import TorchEngine
+from evo.train.forward import build_batch
 from evo.train.policy import load_policy
 from evo.train.rewards import total_reward
 from evo.train.run import train_recipe
