@@ -2,7 +2,7 @@
 
 import pytest
 
-from evo.recipe import normalize_recipe
+from evo.recipe import normalize_recipe, set_path
 
 
 @pytest.fixture(scope="session")
@@ -27,9 +27,5 @@ def small_recipe(**overrides) -> dict:
         "eval": {"k": 2, "seed": 5},
     }
     for dotted, value in overrides.items():
-        node = data
-        parts = dotted.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
+        data = set_path(data, dotted, value)
     return normalize_recipe(data)
