@@ -42,6 +42,15 @@ def _dense_groups(group_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
     return dense, int(uniq.numel())
 
 
+def _group_moments(rewards: torch.Tensor, dense: torch.Tensor, k: int,
+                   w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and population std of float64 `rewards` per group, over rows with `w` 1 (w is 0/1). (K,), (K,)"""
+    count = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w).clamp(min=1.0)  # (K,)
+    mean = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w * rewards) / count  # (K,)
+    sq = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w * (rewards - mean[dense]) ** 2)  # (K,)
+    return mean, (sq / count).sqrt()  # (K,), (K,)
+
+
 def group_advantages(
     rewards: torch.Tensor,
     group_ids: torch.Tensor,
@@ -55,13 +64,8 @@ def group_advantages(
     if in_stats is None:
         in_stats = torch.ones_like(rewards, dtype=torch.bool)  # (N,)
     dense, k = _dense_groups(group_ids)  # (N,)
-    w = in_stats.to(torch.float64)  # (N,)
-    count = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w)  # (K,)
-    total = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w * rewards)  # (K,)
-    mean = total / count.clamp(min=1.0)  # (K,)
+    mean, std = _group_moments(rewards, dense, k, in_stats.to(torch.float64))  # (K,), (K,)
     centred = rewards - mean[dense]  # (N,)
-    sq = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w * centred**2)  # (K,)
-    std = (sq / count.clamp(min=1.0)).sqrt()  # (K,) population std
     if scale_by_std:
         denom = std[dense] + eps  # (N,)
         # A zero-spread group has centred == 0: keep it 0 even with eps = 0 (no 0/0 NaN).
@@ -73,12 +77,9 @@ def group_advantages(
 
 def group_spread(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
     """Population std of reward within each group, in order of sorted group label. (K,)"""
-    dense, k = _dense_groups(group_ids)
+    dense, k = _dense_groups(group_ids)  # (N,)
     rewards = rewards.to(torch.float64)  # (N,)
-    count = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, torch.ones_like(rewards))  # (K,)
-    mean = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, rewards) / count  # (K,)
-    sq = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, (rewards - mean[dense]) ** 2)  # (K,)
-    return (sq / count).sqrt()  # (K,)
+    return _group_moments(rewards, dense, k, torch.ones_like(rewards))[1]  # (K,)
 
 
 def trajectory_weights(group_ids: torch.Tensor, contributes: torch.Tensor) -> torch.Tensor:
