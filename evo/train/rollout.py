@@ -85,8 +85,8 @@ def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: Rollout
         if not running:
             break
         for start in range(0, len(running), max_batch):
-            chunk = running[start: start + max_batch]
-            call = _advance(chunk, policy, limits, seed + call) + call
+            _advance(running[start: start + max_batch], policy, limits, seed + call)
+            call += 1
     for x in live:
         if not x.done:  # still running after the last allowed turn
             x.traj.finish_reason = "max_turns"
@@ -98,8 +98,8 @@ def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: Rollout
     return trajs
 
 
-def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int) -> int:
-    """One turn for every episode in `chunk`; returns the number of generate calls made (1)."""
+def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int) -> None:
+    """One turn for every episode in `chunk`: one batched generate call, then each episode's step."""
     budgets = []
     for x in chunk:
         budget = limits.max_new_tokens
@@ -165,7 +165,6 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int) -> in
         if full:
             x.hit_limit, t.finish_reason = True, "length"
             _close(x)
-    return 1
 
 
 def _close(x: _Live) -> None:
