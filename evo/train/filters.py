@@ -66,6 +66,12 @@ class FilterConfig:
             truncation_mask=bool(filters.get("truncation_mask", False)),
         )
 
+    def check_std_component(self, components: Sequence[str]) -> None:
+        """Raise ConfigError when the StdGroupFilter looks at a component outside `components` (and "total")."""
+        if self.std_group and self.std_component not in ("total", *components):
+            raise ConfigError(f"recipe.yaml: filters.std_group.component: {self.std_component!r} is not a reward "
+                              f"component of this domain; use one of {', '.join(['total', *components])}")
+
 
 @dataclass
 class TrajectoryFlags:
@@ -149,11 +155,7 @@ def apply_filters(
     """
     decisions: list[list[Decision]] = []
     std_filter = StdGroupFilter(cfg.std_epsilon, cfg.std_component)
-    if cfg.std_group and cfg.std_component != "total":
-        if not component_values or cfg.std_component not in component_values:
-            known = ", ".join(["total", *sorted(component_values or {})])
-            raise ConfigError(f"recipe.yaml: filters.std_group.component: {cfg.std_component!r} is not a reward "
-                              f"component of this domain; use one of {known}")
+    cfg.check_std_component(sorted(component_values or {}))
     for g, rewards in enumerate(rewards_by_group):
         group = [Decision() for _ in rewards]
         if cfg.anomaly:

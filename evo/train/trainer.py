@@ -44,11 +44,7 @@ class Trainer:
         self.terms = recipe["reward"]["terms"]
         check_terms(self.terms, self.components)
         self.filter_cfg = FilterConfig.from_recipe(recipe.get("filters"))
-        if self.filter_cfg.std_group and self.filter_cfg.std_component not in ("total", *self.components):
-            from evo.errors import ConfigError
-
-            raise ConfigError(f"recipe.yaml: filters.std_group.component: {self.filter_cfg.std_component!r} is not a "
-                              f"reward component of this domain; use one of total, {', '.join(self.components)}")
+        self.filter_cfg.check_std_component(self.components)  # before loading a model, not at the first step
         self.train_tasks = self.env.tasks("train")
         self.limits = RolloutLimits.from_recipe(recipe, self.env)
         state = resume_state or {}
