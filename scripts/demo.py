@@ -33,9 +33,7 @@ def main() -> None:
         evo("step", "-C", str(target))
     evo("log", "-C", str(target))
     status = json.loads(evo("status", "-C", str(target), "--json", capture=True))
-    head = status.get("promoted") or status.get("promoted_head") or "v0"
-    if isinstance(head, dict):
-        head = head.get("version") or head.get("name")
+    head = status["promoted"]["name"]
     print(f"\npromoted head: {head}")
     artifacts = target / ".evo" / "artifacts"
     scores = {name: json.loads((artifacts / name / "eval.json").read_text())["avg_at_k"]

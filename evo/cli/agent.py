@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from evo.agent import BACKENDS
 from evo.cli.common import console, emit, json_option, workspace_option
 
 
@@ -124,7 +125,7 @@ def agent_group():
               help="A diagnosis.json (e.g. .evo/artifacts/v2/diagnosis.json).")
 @click.option("--recipe", "recipe_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The recipe to change (default: the workspace's recipe.yaml).")
-@click.option("--agent", "backend", type=click.Choice(["heuristic", "claude", "command"]), default=None,
+@click.option("--agent", "backend", type=click.Choice(BACKENDS), default=None,
               help="Backend (default: evo.yaml agent.backend).")
 @click.option("--phase", type=click.Choice(["propose", "reflect"]), default="propose", show_default=True)
 @workspace_option

@@ -77,41 +77,6 @@ def _recipe_for(t: Target, recipe_file: Path | None, lineage=None) -> dict:
     return {}
 
 
-def _workspace_context(t: Target) -> dict:
-    """Parent, promoted head, changed paths and lineage of a workspace version."""
-    from evo.errors import EvoError
-    from evo.loop import versions as V
-    from evo.settings import artifact_dir
-
-    lin = _lineage(t.root)
-    records = lin.read_all()
-    rec = records.get(t.version)
-    parents = list(rec.parents) if rec is not None else []
-    parent = parents[0] if parents else ("base" if t.version != "base" else None)
-    try:
-        head = V.promoted_head(records)
-    except EvoError:
-        head = None
-    created = (rec.last("created") if rec is not None else None) or {}
-    declared = bool(created.get("harness_revision")) or (created.get("intervention") or {}).get("kind") == "harness"
-
-    def evaluated(name):
-        d = artifact_dir(t.root, t.settings, name) if name else None
-        return d if d is not None and (d / "eval.parquet").exists() else None
-
-    # The version's own harness: its worktree while it exists, else the workspace checkout.
-    tree = lin.worktree_path(t.version) if rec is not None and parents else t.root
-    return {
-        "tree": tree if (tree / "analyzers").is_dir() else t.root,
-        "lineage": lin,
-        "parent_run_dir": evaluated(parent),
-        "promoted_run_dir": evaluated(head) if head != t.version else None,
-        "changed_paths": lin.changed_paths(t.version) if parents else [],
-        "declared_harness_revision": declared,
-        "records": V.lineage_summaries(records),
-    }
-
-
 def _console():
     """A console that never hard-wraps: long lines stay greppable one-liners."""
     con = console()
@@ -191,13 +156,13 @@ def register(group):
         dirs = [resource_dir("analyzers")]
         kwargs = {"settings": t.settings, "version": t.version}
         lineage = None
-        if t.root is not None:
-            ws = _workspace_context(t)
-            lineage = ws.pop("lineage")
-            kwargs.update(parent_run_dir=ws["parent_run_dir"], promoted_run_dir=ws["promoted_run_dir"],
-                          changed_paths=ws["changed_paths"], declared_harness_revision=ws["declared_harness_revision"],
-                          lineage=ws["records"])
-            dirs.append(ws["tree"] / "analyzers")
+        if t.root is not None:  # a workspace version: diagnosed exactly as `evo step` diagnoses it
+            from evo.loop.versions import diagnosis_inputs
+
+            lineage = _lineage(t.root)
+            inputs = diagnosis_inputs(lineage, lineage.read_all(), t.root, t.settings, t.version)
+            dirs.append(inputs.pop("tree") / "analyzers")
+            kwargs.update(inputs)
         if parent:
             kwargs["parent_run_dir"] = _resolve(parent, workspace).run_dir
         if promoted:

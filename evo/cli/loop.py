@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
+from evo.agent import BACKENDS
 from evo.cli.common import console, emit, json_option, workspace_option
 
-AGENTS = click.Choice(["heuristic", "claude", "command"])
+AGENTS = click.Choice(BACKENDS)
 
 
 def _print_report(report) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from evo.agent import BACKENDS
 from evo.cli.common import console, emit, json_option, workspace_option
 
 STATE_STYLE = {"promoted": "bold green", "frontier": "cyan", "pruned": "dim", "reverted": "yellow",
@@ -72,7 +73,7 @@ def register(group):
     @click.argument("directory", required=False, default=".", type=click.Path(file_okay=False, path_type=Path))
     @click.option("--domain", default=None, help="Domain to train (default arithmetic); picks recipes/<domain>-tiny.yaml.")
     @click.option("--model", default=None, help="Base model: builtin:tiny-char, a Hugging Face id or a local path.")
-    @click.option("--agent", type=click.Choice(["heuristic", "claude", "command"]), default=None,
+    @click.option("--agent", type=click.Choice(BACKENDS), default=None,
                   help="Trainer agent backend (default heuristic, offline).")
     @click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), default=None,
                   help="Baseline recipe for v0 instead of the domain's built-in one (e.g. a human-engineered recipe).")

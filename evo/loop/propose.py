@@ -18,7 +18,6 @@ from evo.loop import versions as V
 from evo.loop.journal import fault_point
 from evo.loop.report import StepReport, describe
 from evo.recipe import parse_recipe
-from evo.resources import resource_dir
 from evo.settings import artifact_dir
 
 
@@ -34,7 +33,7 @@ class ProposalPhases:
     """
 
     def _propose(self, version: str, parent: str, parent_recipe: dict, diag_ref: dict) -> dict:
-        from evo.agent import AgentContext, get_agent
+        from evo.agent import AgentContext, get_agent, zero_usage
         from evo.agent.guard import check_candidate
         from evo.agent.memory import Memory
         from evo.agent.skills import load_skills
@@ -51,10 +50,10 @@ class ProposalPhases:
             root=self.root, worktree=Path(worktree), version=version, parent=parent,
             domain=parent_recipe["domain"]["name"], recipe=parent_recipe, diagnosis=diagnosis,
             last_outcome=last, lineage=V.lineage_summaries(records),
-            memory=Memory.load(self.root), skills=load_skills([resource_dir("skills"), self.root / "skills"]),
+            memory=Memory.load(self.root), skills=load_skills(self.root),
             settings=self.settings,
         )
-        manifests, usage = [], {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "turns": 0}
+        manifests, usage = [], zero_usage()
         recipe_before = parent_recipe
         seen: dict[str, str] = {}  # path -> content digest after the previous proposal
         violation = None

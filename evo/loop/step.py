@@ -28,9 +28,6 @@ from evo.loop.report import StepReport
 from evo.resources import resource_dir
 from evo.settings import artifact_dir, load_settings
 
-BASE = "base"  # artifact folder of the untrained base model's evaluation
-
-
 class StepRunner(ProposalPhases):
     """Runs (or resumes) one step in workspace `root`."""
 
@@ -93,7 +90,7 @@ class StepRunner(ProposalPhases):
             journal.save()
         self.say(f"bootstrap: training baseline {version}")
         recipe = V.recipe_of(self.lineage, version)
-        base_dir = artifact_dir(self.root, self.settings, BASE)
+        base_dir = artifact_dir(self.root, self.settings, V.BASE)
         if not journal.is_done("evaluate-base"):
             journal.begin("evaluate-base")
             from evo.train.evaluate import evaluate
@@ -165,37 +162,21 @@ class StepRunner(ProposalPhases):
         return result
 
     # --------------------------------------------------------------- phases
-    def _analyzer_dirs(self, tree: Path) -> list[Path]:
-        return [resource_dir("analyzers"), Path(tree) / "analyzers"]
-
-    def _diagnose(self, version: str, recipe: dict, *, parent: str | None, tree: Path, out_dir: Path,
-                  declared_harness_revision: bool = False) -> dict:
+    def _diagnose(self, version: str, recipe: dict, *, out_dir: Path, tree: Path | None = None) -> dict:
+        """Diagnose `version`'s run with the analyzers in `tree` (built-ins first)."""
         from evo.harness.diagnose import diagnose
 
-        records = self.lineage.read_all()
-        head = V.promoted_head(records)
-        parent_dir = artifact_dir(self.root, self.settings, parent or BASE)
-        promoted_dir = artifact_dir(self.root, self.settings, head) if head != version else None
-        return diagnose(
-            artifact_dir(self.root, self.settings, version),
-            recipe=recipe,
-            parent_run_dir=parent_dir if (parent_dir / "eval.json").exists() else None,
-            promoted_run_dir=promoted_dir if promoted_dir and (promoted_dir / "eval.json").exists() else None,
-            analyzer_dirs=self._analyzer_dirs(tree),
-            settings=self.settings,
-            changed_paths=self.lineage.changed_paths(version) if parent else [],
-            declared_harness_revision=declared_harness_revision,
-            lineage=V.lineage_summaries(records),
-            version=version,
-            out_dir=out_dir,
-        )
+        inputs = V.diagnosis_inputs(self.lineage, self.lineage.read_all(), self.root, self.settings, version, tree=tree)
+        tree = inputs.pop("tree")
+        return diagnose(artifact_dir(self.root, self.settings, version), recipe=recipe, settings=self.settings,
+                        analyzer_dirs=[resource_dir("analyzers"), tree / "analyzers"], version=version,
+                        out_dir=out_dir, **inputs)
 
     def _diagnose_parent(self, parent: str, recipe: dict, *, tree: Path | None = None,
                          out_dir: Path | None = None) -> dict:
         """Diagnose `parent` with the harness in `tree` (main's by default); returns the diagnosis."""
-        grand = (self.lineage.record(parent).parents or [None])[0]
         out = out_dir or artifact_dir(self.root, self.settings, parent)
-        return self._diagnose(parent, recipe, parent=grand, tree=tree or self.root, out_dir=out)
+        return self._diagnose(parent, recipe, tree=tree or self.root, out_dir=out)
 
     def _diagnosis_ref(self, parent: str, recipe: dict) -> dict:
         """Diagnose the parent; the journal keeps where the diagnosis is, not the diagnosis."""
@@ -260,14 +241,8 @@ class StepRunner(ProposalPhases):
     def _judge(self, version: str, recipe: dict, parent: str | None) -> dict:
         from evo.harness.compare import compare_runs
 
-        worktree = self.lineage.worktree_path(version)
-        tree = worktree if parent and worktree.exists() else self.root
-        created = self.lineage.record(version).last("created") or {}
-        declared = bool(created.get("harness_revision")) or (created.get("intervention") or {}).get("kind") == "harness"
-        diag = self._diagnose(version, recipe, parent=parent, tree=tree,
-                              out_dir=artifact_dir(self.root, self.settings, version),
-                              declared_harness_revision=declared)
-        baseline = parent or BASE
+        diag = self._diagnose(version, recipe, out_dir=artifact_dir(self.root, self.settings, version))
+        baseline = parent or V.BASE
         cmp = compare_runs(
             artifact_dir(self.root, self.settings, version), artifact_dir(self.root, self.settings, baseline),
             B=int(self.settings["search"]["bootstrap_samples"]), child_diag=diag,
@@ -296,17 +271,18 @@ class StepRunner(ProposalPhases):
                 "reason": dec.reason, "also_pruned": [v for v, _ in dec.also_prune]}
 
     def _apply_decision(self, version: str, action: str, reason: str, also_prune: list) -> None:
-        state = self.lineage.record(version).state
-        if action == "promote" and state != "promoted":
+        # Checked by event, not state: promote() and prune() finish a transition a kill left half-done.
+        record = self.lineage.record(version)
+        if action == "promote" and record.last("promoted") is None:
             self.lineage.promote(version, reason)
-        elif action == "prune" and state != "pruned":
+        elif action == "prune" and record.last("pruned") is None:
             self.lineage.prune(version, reason)
         elif action == "keep":
             self.lineage.append_event(version, {"id": event_id(version, "kept"), "event": "kept",
                                                 "version": version, "reason": reason})
         fault_point("decide", "mid")  # decided in git, not yet in the journal
         for other, why in also_prune:
-            if self.lineage.record(other).state != "pruned":
+            if self.lineage.record(other).last("pruned") is None:
                 self.lineage.prune(other, why)
 
     def _record(self, journal: Journal, version: str, manifest: dict | None, outcome: str | None = None) -> dict:

@@ -14,6 +14,7 @@ from evo.errors import VersionError
 from evo.recipe import parse_recipe
 from evo.settings import artifact_dir
 
+BASE = "base"  # artifact folder of the untrained base model's evaluation (v0's baseline)
 LINK_FILE = "link.json"  # a harness-only version's pointer to the checkpoint it reuses
 
 
@@ -68,6 +69,41 @@ def lineage_summaries(records: dict) -> list[dict]:
             }
         )
     return out
+
+
+def diagnosis_inputs(lineage, records: dict, root: Path, settings: dict, version: str, *,
+                     tree: Path | None = None) -> dict:
+    """What `evo.harness.diagnose` needs to know about `version` besides its own run.
+
+    Its parent's and the promoted head's runs (where evaluated), the paths it
+    changes, whether it declared a harness revision (the tampering audit lets
+    those touch analyzers), the lineage, and the tree whose `analyzers/` to use:
+    `tree` if given, else the version's worktree while it exists, else the
+    workspace checkout. `evo step` and `evo analyze` both call this, so a
+    version is always diagnosed the same way.
+    """
+    rec = records.get(version)
+    parents = list(rec.parents) if rec is not None else []
+    parent = parents[0] if parents else (BASE if version != BASE else None)
+    head = promoted_head(records) if any(r.state == "promoted" for r in records.values()) else None
+    created = (rec.last("created") if rec is not None else None) or {}
+    declared = bool(created.get("harness_revision")) or (created.get("intervention") or {}).get("kind") == "harness"
+
+    def evaluated(name: str | None) -> Path | None:
+        folder = artifact_dir(root, settings, name) if name else None
+        return folder if folder is not None and (folder / "eval.parquet").exists() else None
+
+    if tree is None:
+        worktree = lineage.worktree_path(version)
+        tree = worktree if parents and (worktree / "analyzers").is_dir() else Path(root)
+    return {
+        "parent_run_dir": evaluated(parent),
+        "promoted_run_dir": evaluated(head) if head != version else None,
+        "changed_paths": lineage.changed_paths(version) if parents else [],
+        "declared_harness_revision": declared,
+        "lineage": lineage_summaries(records),
+        "tree": Path(tree),
+    }
 
 
 def recipe_of(lineage, version: str) -> dict:

@@ -103,11 +103,12 @@ class Trainer:
             for c in self.components:
                 t.components.setdefault(c, 0.0)
         rewards = [total_reward(t.components, self.terms) for t in trajs]
+        n_policy_tokens = [sum(t.response_mask) for t in trajs]
         n_groups = len(tasks)
         by_group: list[list[int]] = [[] for _ in range(n_groups)]
         for i, t in enumerate(trajs):
             by_group[t.group].append(i)
-        flags = [[TrajectoryFlags(truncated=trajs[i].truncated, num_tokens=sum(trajs[i].response_mask),
+        flags = [[TrajectoryFlags(truncated=trajs[i].truncated, num_tokens=n_policy_tokens[i],
                                   tokens=[tok for tok, m in zip(trajs[i].response_ids, trajs[i].response_mask) if m],
                                   finish_reason=trajs[i].finish_reason, text=trajs[i].text) for i in idx]
                  for idx in by_group]
@@ -125,7 +126,7 @@ class Trainer:
         in_stats = torch.tensor([d.in_group_stats for d in decisions])  # (N,)
         adv = group_advantages(reward_t, groups, in_stats,
                                scale_by_std=bool(self.recipe["grpo"]["scale_advantage_by_std"]))  # (N,)
-        contributes = torch.tensor([d.contributes and sum(t.response_mask) > 0 for d, t in zip(decisions, trajs)])
+        contributes = torch.tensor([d.contributes and n > 0 for d, n in zip(decisions, n_policy_tokens)])
         weights = trajectory_weights(groups, contributes)  # (N,)
         batch = build_batch(trajs, adv.tolist(), weights.tolist(), self.policy.tokenizer.pad_token_id)
         t1 = time.perf_counter()
@@ -140,11 +141,9 @@ class Trainer:
                 per["entropy"][i] = t.info["entropy_sum"] / t.info["entropy_tokens"]
         rows = []
         for i, (t, d) in enumerate(zip(trajs, decisions)):
-            rows.append(self._row(step, t, rewards[i], float(adv[i]) if d.in_group_stats else 0.0, d,
-                                  {k: per[k][i] for k in per}))
+            rows.append(self._row(step, t, rewards[i], float(adv[i]), d, {k: per[k][i] for k in per}))
         write_table(rows, rollout_schema(self.components), self.parts / f"step-{step:06d}.parquet")
 
-        n_policy_tokens = [sum(t.response_mask) for t in trajs]
         spreads = group_spread(reward_t, groups)  # (K,)
         live = [i for i in range(len(trajs)) if bool(contributes[i])] or list(range(len(trajs)))
         generated = sum(n_policy_tokens)
