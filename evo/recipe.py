@@ -15,7 +15,7 @@ from typing import Any
 
 from evo.errors import ConfigError
 from evo.schemas import load_schema, validate
-from evo.yamlio import load_yaml, parse_yaml
+from evo.yamlio import display_path, load_yaml, parse_yaml
 
 
 def fill_defaults(instance: Any, schema: dict) -> Any:
@@ -38,6 +38,28 @@ def fill_defaults(instance: Any, schema: dict) -> Any:
 
 DEFAULT_REWARD_TERMS = [{"name": "correctness", "weight": 1.0, "mode": "add"}]
 
+# What one training step may generate. Each field has its own schema maximum, but
+# their product is what is allocated (token buffers are trajectories x tokens), so
+# it is bounded too: 65,536 trajectories is 4x a large published run (1,024 prompts
+# x 16), and 2^30 tokens is ~8 GiB of int64 token ids before any activations.
+MAX_TRAJECTORIES_PER_STEP = 65_536
+MAX_TOKENS_PER_STEP = 2**30
+
+
+def _check_step_size(rollout: dict, source: str) -> None:
+    trajectories = rollout["prompts_per_step"] * rollout["num_generations"]
+    if trajectories > MAX_TRAJECTORIES_PER_STEP:
+        raise ConfigError(
+            f"{source}: rollout.prompts_per_step x rollout.num_generations: {rollout['prompts_per_step']} x "
+            f"{rollout['num_generations']} = {trajectories:,} trajectories per step is above {MAX_TRAJECTORIES_PER_STEP:,}; "
+            "lower one of them")
+    tokens = trajectories * (rollout.get("max_total_tokens") or rollout["max_new_tokens"])
+    if tokens > MAX_TOKENS_PER_STEP:
+        which = "max_total_tokens" if rollout.get("max_total_tokens") else "max_new_tokens"
+        raise ConfigError(
+            f"{source}: rollout.{which}: {rollout[which]:,} tokens x {trajectories:,} trajectories = {tokens:,} tokens "
+            f"per step is above {MAX_TOKENS_PER_STEP:,}; lower rollout.{which}, prompts_per_step or num_generations")
+
 
 def normalize_recipe(data: dict, *, source: str = "recipe.yaml") -> dict:
     """Validate `data` and return a copy with all defaults filled."""
@@ -48,11 +70,12 @@ def normalize_recipe(data: dict, *, source: str = "recipe.yaml") -> dict:
         recipe["reward"]["terms"] = copy.deepcopy(DEFAULT_REWARD_TERMS)
     recipe["rollout"].setdefault("max_total_tokens", None)
     g = recipe["grpo"]
-    if g["eps_high"] < g["eps_low"] * 0.5:
+    if g["eps_high"] < g["eps_low"]:
         raise ConfigError(
-            f"{source}: grpo.eps_high: {g['eps_high']!r} is far below eps_low {g['eps_low']!r}; "
-            "Clip-Higher expects eps_high >= eps_low (paper: 0.20 / 0.27)"
+            f"{source}: grpo.eps_high: {g['eps_high']!r} is below grpo.eps_low {g['eps_low']!r}; "
+            f"Clip-Higher needs eps_high >= eps_low, so raise eps_high to {g['eps_low']!r} or more (paper: 0.20 / 0.27)"
         )
+    _check_step_size(recipe["rollout"], source)
     names = [t["name"] for t in recipe["reward"]["terms"]]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -63,8 +86,9 @@ def normalize_recipe(data: dict, *, source: str = "recipe.yaml") -> dict:
 
 
 def load_recipe(path: str | Path) -> dict:
-    path = Path(path)
-    return normalize_recipe(load_yaml(path), source=path.name if path.name == "recipe.yaml" else str(path))
+    """Read, validate and normalise the recipe file `path`; errors name the file as given."""
+    source = display_path(path)
+    return normalize_recipe(load_yaml(path, source=source), source=source)
 
 
 def parse_recipe(text: str, *, source: str = "recipe.yaml") -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 from evo.errors import ConfigError
 from evo.recipe import fill_defaults
 from evo.schemas import load_schema, validate
-from evo.yamlio import load_yaml
+from evo.yamlio import display_path, load_yaml
 
 SETTINGS_FILE = "evo.yaml"
 
@@ -23,8 +23,10 @@ def normalize_settings(data: dict, *, source: str = SETTINGS_FILE) -> dict:
 
 
 def load_settings(root: str | Path) -> dict:
-    """Read and validate `<root>/evo.yaml`, filling defaults."""
-    return normalize_settings(load_yaml(Path(root) / SETTINGS_FILE))
+    """Read and validate `<root>/evo.yaml`, filling defaults; errors name the file read."""
+    path = Path(root) / SETTINGS_FILE
+    source = display_path(path)
+    return normalize_settings(load_yaml(path, source=source), source=source)
 
 
 def artifact_root(root: str | Path, settings: dict) -> Path:

@@ -30,12 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 
 from evo.agent.conditions import PATCH_OPS, TERM_OPS
 from evo.errors import AgentError
 from evo.resources import resource_dir
-from evo.schemas import format_error
+from evo.schemas import validate_against
 from evo.yamlio import dump_yaml, parse_yaml
 
 WINNING = ("improvement",)
@@ -150,9 +149,7 @@ def parse_skill(path: str | Path, *, source: str = "builtin") -> Skill:
 
 def parse_skill_text(text: str, path: Path, *, source: str = "builtin") -> Skill:
     meta, body = split_front_matter(text, source=str(path))
-    errors = sorted(jsonschema.Draft202012Validator(SKILL_SCHEMA).iter_errors(meta), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        raise AgentError(format_error(jsonschema.exceptions.best_match(errors), str(path)))
+    validate_against(meta, SKILL_SCHEMA, source=str(path), error_cls=AgentError)
     if meta["name"] != path.parent.name:
         raise AgentError(f"{path}: name: {meta['name']!r} differs from its folder {path.parent.name!r}; make them equal")
     # Other Agent Skills fields (license, allowed-tools, ...) are for coding agents; they are kept in the file only.
