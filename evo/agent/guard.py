@@ -8,6 +8,9 @@ A candidate is rejected, with one recorded line, when
   (a declared harness revision may touch the protected file it names as its factor,
   e.g. an audit analyzer; nothing else may);
 - the new `recipe.yaml` fails validation;
+- a continue-training candidate (kind `continue`, factor `continue`) changes
+  a recipe key or a harness file: continuing means training the parent's
+  recipe as it is;
 - the declared factor does not match the diff: a recipe factor whose diff is
   empty or also changes another key, a file factor that did not change, or a
   second factor-bearing change beside the declared one (a recipe change beside an
@@ -32,6 +35,7 @@ from evo.recipe import normalize_recipe, parse_recipe
 BOOKKEEPING = ("skills/", "memory/")
 SCRATCH = ".evo/"
 HARNESS_RECIPE_PREFIX = "eval."
+CONTINUE = "continue"  # the factor of a continue-training candidate
 
 
 @lru_cache(maxsize=256)
@@ -102,6 +106,14 @@ def check_candidate(changed_paths: list[str], manifest: dict, recipe_before: dic
     except ConfigError:
         before = recipe_before  # already normalised by the caller; defaults make it valid
     diff = sorted(leaf_diff(before, after))
+    if kind == "continue" or factor == CONTINUE:
+        if kind != "continue" or factor != CONTINUE:
+            raise _reject(f"kind {kind!r} with factor {factor!r}: continue-training is kind 'continue' with factor {CONTINUE!r}")
+        moved = diff[:1] or [p for p in paths if p != "recipe.yaml" and not p.startswith(BOOKKEEPING)][:1]
+        if moved:
+            raise _reject(f"a continue-training candidate trains the parent's recipe unchanged, but {moved[0]} changed; "
+                          "declare the change as its own policy or harness candidate")
+        return
     if not paths and not diff:
         raise _reject(f"the candidate changes nothing, but its manifest declares factor {factor!r}")
     if diff and "recipe.yaml" not in paths:

@@ -6,6 +6,19 @@ two versions; a 95% interval comes from B = 10,000 task-level bootstrap
 resamples with a fixed seed, and a two-sided Wilcoxon signed-rank test gives
 the p-value.
 
+Training-seed noise. A task bootstrap measures how the mean difference would
+move under other validation tasks and other eval samples *of these two
+models*; it says nothing about how much a model's Avg@k moves when the same
+recipe is trained again under another seed. `SeedNoise` is that spread,
+measured from replicate trainings (the noise-floor calibration of v0, and any
+`search.train_seeds` replicates): a random-effects view in which a run's Avg@k
+is mu(recipe) + u_seed + e, u_seed ~ N(0, sigma^2). `widen` adds the seed term
+to a bootstrap interval, half-width^2 = h_boot^2 + (z sigma)^2 (1/n_c + 1/n_b)
+per side (n = the number of seeds behind each arm's score; a fixed model, such
+as the parent a candidate started from, contributes no seed term). The eval
+noise inside sigma is counted twice (it is in the bootstrap too), which makes
+the interval conservative, never narrower than the truth.
+
 The bootstrap is stratified: tasks are resampled within each stratum
 (benchmark subset / difficulty level), so every resample keeps the strata's
 sizes, and the aggregate weights each stratum by its number of tasks. It is
@@ -118,9 +131,13 @@ def pair(child: TaskScores, parent: TaskScores) -> Paired:
 
 
 def paired_bootstrap(child: np.ndarray, parent: np.ndarray, strata: np.ndarray | None = None, *,
-                     B: int = DEFAULT_B, seed: int = 0, confidence: float = CONFIDENCE) -> dict:
+                     B: int = DEFAULT_B, seed: int = 0, confidence: float = CONFIDENCE,
+                     stratum_confidence: float | None = None) -> dict:
     """Stratified paired bootstrap of mean(child - parent) over tasks.
 
+    `stratum_confidence` (default `confidence`) is the level of each stratum's
+    interval; the judge passes a Bonferroni level so that three strata do not
+    give three chances for a spurious "significantly worse".
     Returns {"delta", "ci_low", "ci_high", "n_tasks", "B", "seed", "per_stratum": {s: {...}}}.
     """
     d = np.asarray(child, dtype=np.float64) - np.asarray(parent, dtype=np.float64)  # (n,)
@@ -151,9 +168,9 @@ def paired_bootstrap(child: np.ndarray, parent: np.ndarray, strata: np.ndarray |
         overall[lo:lo + b] = sums.sum(axis=1) / n  # stratum means weighted by stratum size
 
     tail = (1.0 - confidence) / 2 * 100
-    lo_q, hi_q = tail, 100 - tail
-    ci = np.percentile(overall, [lo_q, hi_q])
-    strata_ci = np.percentile(per_stratum, [lo_q, hi_q], axis=0)  # (2, S)
+    ci = np.percentile(overall, [tail, 100 - tail])
+    s_tail = (1.0 - (confidence if stratum_confidence is None else stratum_confidence)) / 2 * 100
+    strata_ci = np.percentile(per_stratum, [s_tail, 100 - s_tail], axis=0)  # (2, S)
     return {
         "delta": float(d.mean()),
         "ci_low": float(ci[0]),
@@ -180,3 +197,84 @@ def wilcoxon_p(child: np.ndarray, parent: np.ndarray) -> float:
         return float(wilcoxon(d, alternative="two-sided").pvalue)
     except ValueError:
         return 1.0
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile of `confidence` (1.96 at 0.95)."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + confidence / 2))
+
+
+@dataclass(frozen=True)
+class SeedNoise:
+    """How much a recipe's Avg@k moves between training seeds, pooled over replicate sets.
+
+    `sigma` is the pooled standard deviation of Avg@k between runs of one recipe
+    that differ only in the training seed; `per_stratum` the same per stratum;
+    `df` the degrees of freedom behind it (sum over sets of runs - 1); `runs`
+    the number of runs it was measured from.
+    """
+
+    sigma: float
+    per_stratum: dict
+    df: int
+    runs: int
+
+    def floor(self, n_child: int | None, n_baseline: int | None, *, stratum: str | None = None,
+              confidence: float = CONFIDENCE) -> float:
+        """Half-width the seed noise alone adds to a difference of two scores (0 for two fixed models).
+
+        `n_child` / `n_baseline`: seeds averaged into each side's score; None = a fixed model.
+        """
+        terms = sum(1.0 / n for n in (n_child, n_baseline) if n)
+        sigma = self.sigma if stratum is None else self.per_stratum.get(stratum, self.sigma)
+        return z_value(confidence) * sigma * float(np.sqrt(terms))
+
+    def to_dict(self) -> dict:
+        return {"sigma": self.sigma, "per_stratum": dict(self.per_stratum), "df": self.df, "runs": self.runs}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "SeedNoise | None":
+        if not data or data.get("sigma") is None:
+            return None
+        return cls(float(data["sigma"]), {str(k): float(v) for k, v in (data.get("per_stratum") or {}).items()},
+                   int(data.get("df", 0)), int(data.get("runs", 0)))
+
+
+def seed_noise(replicate_sets) -> SeedNoise | None:
+    """Pooled seed-to-seed spread of Avg@k over sets of runs that differ only by training seed.
+
+    Each set lists the runs of one recipe (same start, same schedule) trained
+    under different seeds, each run as `(avg_at_k, {stratum: avg_at_k})` or as a
+    `TaskScores`. Sets of one run carry no information and are skipped. The
+    pooled variance is sum over sets of squared deviations from the set mean,
+    divided by sum over sets of (runs - 1). Returns None when no set has two runs.
+    """
+    sq, sq_strata, df, runs = 0.0, {}, 0, 0
+    for runs_of_recipe in replicate_sets:
+        values = [(r.avg_at_k, avg_at_k_by_stratum(r)) if isinstance(r, TaskScores) else (float(r[0]), dict(r[1] or {}))
+                  for r in runs_of_recipe]
+        if len(values) < 2:
+            continue
+        totals = np.array([v[0] for v in values])  # (R,)
+        sq += float(((totals - totals.mean()) ** 2).sum())
+        for s in sorted(set().union(*(v[1] for v in values))):
+            column = np.array([v[1][s] for v in values if v[1].get(s) is not None], dtype=np.float64)
+            if len(column) >= 2:
+                acc = sq_strata.setdefault(str(s), [0.0, 0])
+                acc[0] += float(((column - column.mean()) ** 2).sum())
+                acc[1] += len(column) - 1
+        df += len(values) - 1
+        runs += len(values)
+    if df == 0:
+        return None
+    return SeedNoise(float(np.sqrt(sq / df)), {s: float(np.sqrt(v / d)) for s, (v, d) in sorted(sq_strata.items()) if d},
+                     df, runs)
+
+
+def widen(low: float, high: float, delta: float, extra: float) -> tuple[float, float]:
+    """Add an independent half-width `extra` to each side of an interval around `delta` (in quadrature)."""
+    if extra <= 0:
+        return low, high
+    return (delta - float(np.hypot(delta - low, extra)), delta + float(np.hypot(high - delta, extra)))

@@ -1,16 +1,25 @@
 """Turn a judged version into a decision: promote, prune, or keep on the frontier.
 
-The rules, encoded once here and documented in the README:
+A judged version carries two comparisons (`evo.loop.judge`): *attributed*
+(against its counterfactual control: the intervention's own effect; its class
+is the version's outcome) and *progress* (against the parent's checkpoint).
+The rules, encoded once here and documented in the README, in order:
 
 | evidence | decision |
 |---|---|
 | an audit vetoed the version | prune (the audit and its evidence are the reason) |
-| `regression` | prune, kept as negative evidence |
-| `improvement` | promote; frontier versions now below the new head are pruned as superseded |
-| `mixed` | keep on the frontier; an ablation is scheduled (the next step reflects) |
-| `insufficient`, point estimate >= parent | keep on the frontier |
-| `insufficient`, point estimate < parent | prune: no evidence of benefit and worse on average |
+| attributed `regression` | prune, kept as negative evidence |
 | harness-only revision, not vetoed, not a regression | promote (the harness is adopted; the policy is the parent's) |
+| attributed `improvement`, progress not `regression` | promote; frontier versions now below the new head are pruned as superseded |
+| attributed `improvement`, progress `regression` | keep on the frontier: better than continuing, worse than the parent |
+| attributed `mixed` | keep on the frontier; an ablation is scheduled (the next step reflects) |
+| attributed `insufficient`, point estimate >= its baseline | keep on the frontier |
+| attributed `insufficient`, point estimate < its baseline | prune: no evidence of benefit and worse on average |
+
+Gains that continuing alone gives are not thrown away: the control's own
+comparison with the parent is recorded on the parent, and the next step's
+agent sees it as evidence for a continue-training version (which reuses the
+control's run, trains nothing, and is judged against the parent).
 
 After a keep, the frontier is capped at `search.frontier_size`: the lowest
 headline versions beyond the cap are pruned.
@@ -42,6 +51,9 @@ def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, se
     """
     outcome = judged["outcome"]
     headline = judged.get("headline") or {}
+    progress = (judged.get("progress") or {}).get("outcome")
+    against = (judged.get("attributed") or {}).get("against")
+    headline = {**headline, "against": against} if against else headline
     delta = headline.get("delta")
     vetoes = judged.get("vetoes") or []
     if vetoes:
@@ -51,6 +63,8 @@ def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, se
         return Decision("prune", _evidence_phrase("regression", headline))
     if harness_only:
         return Decision("promote", "harness revision adopted (policy unchanged, no audit veto)")
+    if outcome == "improvement" and progress == "regression":
+        return Decision("keep", _evidence_phrase("improvement over its control but a regression from its parent", headline))
     if outcome == "improvement":
         value = headline.get("value")
         superseded = [
@@ -79,7 +93,8 @@ def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, se
 def _evidence_phrase(label: str, headline: dict) -> str:
     if headline.get("delta") is None:
         return label
+    against = f" vs {headline['against']}" if headline.get("against") else ""
     return (
-        f"{label}: {headline.get('metric', 'headline')} delta {headline['delta']:+.3f} "
+        f"{label}: {headline.get('metric', 'headline')} delta{against} {headline['delta']:+.3f} "
         f"(95% CI [{headline.get('ci_low', float('nan')):+.3f}, {headline.get('ci_high', float('nan')):+.3f}])"
     )

@@ -1,7 +1,9 @@
 """Cost gate and workspace budgets.
 
-A candidate's cost is estimated from its recipe (tokens to generate and to
-train) and converted to GPU-hours with the workspace's rate
+A step's cost is estimated from the recipes of every run it trains (the
+candidate under each training seed, the counterfactual control runs not yet
+trained for its parent, v0's calibration replicates), in tokens to generate
+and to train, and converted to GPU-hours with the workspace's rate
 (`gate.gpu_hours_per_million_tokens`). Above `gate.approval_above_gpu_hours`
 the version waits in `awaiting-approval` until `evo approve vN` (or a CI
 label that runs it). Budgets (`budget.*` in evo.yaml) stop the loop before a
@@ -47,12 +49,25 @@ def estimate(recipe: dict, settings: dict, *, train: bool = True) -> CostEstimat
     return CostEstimate(generated, trained, (generated + trained) / 1e6 * rate)
 
 
+def estimate_runs(recipes: list[dict], settings: dict, *, eval_recipe: dict | None = None) -> CostEstimate:
+    """The cost of a step that trains each of `recipes` once (and, with `eval_recipe`, evaluates without training)."""
+    parts = [estimate(r, settings) for r in recipes]
+    if eval_recipe is not None:
+        parts.append(estimate(eval_recipe, settings, train=False))
+    generated = sum(p.tokens_generated for p in parts)
+    trained = sum(p.tokens_trained for p in parts)
+    return CostEstimate(generated, trained, sum(p.gpu_hours for p in parts))
+
+
 def needs_approval(cost: CostEstimate, settings: dict) -> bool:
     return cost.gpu_hours > float(settings["gate"]["approval_above_gpu_hours"])
 
 
+TRAINING_EVENTS = ("trained", "replicated", "control")  # each carries the estimate of the one run it records
+
+
 def spent(records: dict) -> dict:
-    """What the workspace has spent so far, from lineage events."""
+    """What the workspace has spent so far, from lineage events (controls and seed replicates included)."""
     steps = gpu_hours = agent_tokens = 0
     agent_cost = 0.0
     for rec in records.values():
@@ -63,7 +78,7 @@ def spent(records: dict) -> dict:
                 usage = ev.get("usage") or {}
                 agent_tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
                 agent_cost += float(usage.get("cost_usd", 0.0) or 0.0)
-            elif kind == "trained":
+            elif kind in TRAINING_EVENTS:
                 gpu_hours += float((ev.get("estimate") or {}).get("gpu_hours", 0.0))
     return {"steps": steps, "gpu_hours": gpu_hours, "agent_tokens": agent_tokens, "agent_cost_usd": agent_cost}
 

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from evo.errors import AgentError
 from evo.loop import gate as gating
+from evo.loop import runs as R
 from evo.loop import versions as V
 from evo.loop.journal import fault_point
 from evo.loop.report import StepReport, describe
+from evo.loop.runs import Plan
 from evo.recipe import parse_recipe
 from evo.settings import artifact_dir
 
@@ -145,11 +147,13 @@ class ProposalPhases:
                 report.message = proposal["reason"]
                 return report
             manifests = proposal["manifests"]
-            harness_only = report.describe_proposal(manifests)
+            kind = report.describe_proposal(manifests)
             if proposal.get("violation"):
                 report.message = f"the candidate would be rejected: {proposal['violation']}"
             recipe = parse_recipe((Path(self.lineage.worktree_path(version)) / "recipe.yaml").read_text())
-            cost = gating.estimate(recipe, self.settings, train=not harness_only)
+            control = self.settings["search"]["control"] == "continue" and kind == "policy"
+            cost = self._estimate(Plan(kind, recipe, R.seeds_for(recipe, self.settings), control=control),
+                                  head, parent_recipe)
             report.estimate = cost.as_dict()
             if gating.needs_approval(cost, self.settings):
                 report.message = (report.message + "; " if report.message else "") + "it would wait for approval"

@@ -1,11 +1,17 @@
 """`evo step`: one journaled version transition.
 
     observe -> diagnose -> propose (reflect | intervene) -> commit -> backtest
-    -> gate -> run -> evaluate -> judge -> decide -> record
+    -> gate -> control -> run -> evaluate -> judge -> decide -> record
 
 A workspace whose baseline v0 has never been trained first bootstraps it
-(gate -> run -> evaluate -> judge against the untrained base model), so the
-first `evo step` has evidence to diagnose.
+(gate -> run -> replicates -> evaluate -> judge against the untrained base
+model): the replicates are v0's recipe trained again under other seeds, which
+measure the noise floor every later verdict is read against.
+
+`control` trains (or reuses) the counterfactual the candidate is judged
+against: the parent's own recipe continued under the same schedule
+(`evo.loop.runs`); `judge` records the candidate's effect against it and its
+progress against the parent (`evo.loop.judge`).
 
 Every phase is journaled (`evo.loop.journal`); every side effect is
 idempotent, so a step killed at any point resumes with the next `evo step`
@@ -19,14 +25,18 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from evo.errors import WorkspaceError
 from evo.loop import gate as gating
+from evo.loop import runs as R
 from evo.loop import versions as V
 from evo.loop.decide import decide
 from evo.loop.journal import Journal, fault_point
 from evo.loop.propose import ProposalPhases, event_id
 from evo.loop.report import StepReport
+from evo.loop.runs import Plan
 from evo.resources import resource_dir
 from evo.settings import artifact_dir, load_settings
+
 
 class StepRunner(ProposalPhases):
     """Runs (or resumes) one step in workspace `root`."""
@@ -48,6 +58,10 @@ class StepRunner(ProposalPhases):
         self.settings = load_settings(self.root)
         with workspace_lock(self.root, "evo step" + (" --dry-run" if self.dry_run else "")):
             journal = Journal.load(self.root)
+            if journal is not None and self.dry_run:  # a dry run never resumes (that would write)
+                return StepReport(status="dry-run", version=journal.version, parents=list(journal.parents),
+                                  message=f"a step is in flight ({journal.version} at phase {journal.data['phase']}); "
+                                          "`evo step` resumes it; nothing was changed")
             bootstrapped = None
             if journal is not None and journal.data.get("bootstrap"):
                 self.say(f"resuming the bootstrap of {journal.version} at phase {journal.data['phase']}")
@@ -62,6 +76,11 @@ class StepRunner(ProposalPhases):
                 self.lineage.require_clean_main("`evo step`")
                 head = V.promoted_head(records)
                 if not V.is_evaluated(self.root, self.settings, head):
+                    if records[head].last("evaluated") is not None:
+                        raise WorkspaceError(
+                            f"{head} was trained and evaluated but its artifacts are missing "
+                            f"({artifact_dir(self.root, self.settings, head)}); restore them (see `evo fsck`) "
+                            "instead of training it again")
                     if self.dry_run:
                         return self._dry_run_untrained(head)
                     bootstrapped = self._bootstrap(head)
@@ -83,7 +102,7 @@ class StepRunner(ProposalPhases):
 
     # ------------------------------------------------------------- bootstrap
     def _bootstrap(self, version: str, journal: Journal | None = None) -> dict:
-        """Train and judge the baseline v0 (against the untrained base model)."""
+        """Train the baseline v0, measure the noise floor, judge it against the untrained base model."""
         if journal is None:
             journal = Journal.start(self.root, version, [])
             journal.data["bootstrap"] = True
@@ -98,7 +117,10 @@ class StepRunner(ProposalPhases):
             self.say(f"evaluate base model {recipe['model']['name']}")
             evaluate(recipe["model"]["name"], recipe, base_dir)
             journal.complete("evaluate-base")
-        result = self._gate_run_judge(journal, version, recipe, parent=None, harness_only=False)
+        seeds = R.seeds_for(recipe, self.settings)
+        extra = int(self.settings["search"]["calibration_seeds"]) - len(seeds)
+        plan = Plan("bootstrap", recipe, seeds, calibration=[seeds[-1] + 1 + i for i in range(max(0, extra))])
+        result = self._gate_run_judge(journal, version, plan, parent=None)
         if result.get("status") == "done":
             journal.finish()
         return result
@@ -119,10 +141,11 @@ class StepRunner(ProposalPhases):
             journal.abandon()
             report.status = "nothing-to-do"
             report.message = proposal["reason"]
+            report.plateau = proposal.get("plateau")
             return report
         manifests = proposal["manifests"]
         primary = manifests[-1]
-        harness_only = report.describe_proposal(manifests)
+        kind = report.describe_proposal(manifests)
 
         self._phase(journal, "commit", lambda: self._commit(version, parent, proposal))
         if proposal.get("violation"):
@@ -136,16 +159,18 @@ class StepRunner(ProposalPhases):
         bt = self._phase(journal, "backtest", lambda: self._backtest(version, parent, parent_recipe, manifests))
         report.backtest = bt.get("message", "") if bt else ""
 
-        result = self._gate_run_judge(journal, version, recipe, parent=parent, harness_only=harness_only)
+        control = self.settings["search"]["control"] == "continue"
+        plan = Plan(kind, recipe, R.seeds_for(recipe, self.settings), control=control and kind == "policy")
+        result = self._gate_run_judge(journal, version, plan, parent=parent, parent_recipe=parent_recipe)
         report.estimate = result.get("estimate", {})
         if result.get("status") == "awaiting-approval":
             report.status = "awaiting-approval"
             report.message = f"run `evo approve {version}` (or `evo reject {version}`), then `evo step`"
             return report
         judged = result["judged"]
-        report.outcome, report.headline = judged["outcome"], judged.get("headline") or {}
+        report.take_verdict(judged)
 
-        dec = self._phase(journal, "decide", lambda: self._decide(version, judged, harness_only))
+        dec = self._phase(journal, "decide", lambda: self._decide(version, judged, kind == "harness"))
         report.decision, report.reason = dec["action"], dec["reason"]
         self._phase(journal, "record", lambda: self._record(journal, version, primary, outcome=judged["outcome"]))
         journal.finish()
@@ -161,16 +186,17 @@ class StepRunner(ProposalPhases):
         journal.complete(name, result)
         return result
 
-    # --------------------------------------------------------------- phases
-    def _diagnose(self, version: str, recipe: dict, *, out_dir: Path, tree: Path | None = None) -> dict:
-        """Diagnose `version`'s run with the analyzers in `tree` (built-ins first)."""
+    # --------------------------------------------------------------- diagnosis
+    def _diagnose(self, version: str, recipe: dict, *, out_dir: Path, tree: Path | None = None,
+                  run_dir: Path | None = None) -> dict:
+        """Diagnose `version`'s run (or `run_dir`) with the analyzers in `tree` (built-ins first)."""
         from evo.harness.diagnose import diagnose
 
         inputs = V.diagnosis_inputs(self.lineage, self.lineage.read_all(), self.root, self.settings, version, tree=tree)
         tree = inputs.pop("tree")
-        return diagnose(artifact_dir(self.root, self.settings, version), recipe=recipe, settings=self.settings,
-                        analyzer_dirs=[resource_dir("analyzers"), tree / "analyzers"], version=version,
-                        out_dir=out_dir, **inputs)
+        return diagnose(run_dir or artifact_dir(self.root, self.settings, version), recipe=recipe,
+                        settings=self.settings, analyzer_dirs=[resource_dir("analyzers"), tree / "analyzers"],
+                        version=version, out_dir=out_dir, **inputs)
 
     def _diagnose_parent(self, parent: str, recipe: dict, *, tree: Path | None = None,
                          out_dir: Path | None = None) -> dict:
@@ -184,84 +210,183 @@ class StepRunner(ProposalPhases):
         path = artifact_dir(self.root, self.settings, parent) / "diagnosis.json"
         return {"path": str(path), "harness_version": diag.get("harness_version")}
 
-    def _gate_run_judge(self, journal: Journal, version: str, recipe: dict, *, parent: str | None,
-                        harness_only: bool) -> dict:
-        cost = gating.estimate(recipe, self.settings, train=not harness_only)
-        estimate = cost.as_dict()
+    # --------------------------------------------------------------- gate .. judge
+    def _gate_run_judge(self, journal: Journal, version: str, plan: Plan, *, parent: str | None,
+                        parent_recipe: dict | None = None) -> dict:
+        estimate = self._estimate(plan, parent, parent_recipe).as_dict()
         if not journal.is_done("gate"):
-            journal.begin("gate")
-            events = [e.get("event") for e in self.lineage.events(version)]
-            threshold = float(self.settings["gate"]["approval_above_gpu_hours"])
-            approved = not gating.needs_approval(cost, self.settings) or "approved" in events
-            status = "approved" if approved else "awaiting-approval"
-            self.lineage.append_event(version, {
-                "id": event_id(version, "gated", status), "event": "gated", "version": version,
-                "estimate": estimate, "threshold": threshold, "status": status,
-            })
-            if status == "awaiting-approval":
-                self.say(f"{version} awaits approval: estimated {estimate['gpu_hours']:.3f} GPU-h > {threshold:g}")
+            if not self._gate(journal, version, estimate):
                 return {"status": "awaiting-approval", "estimate": estimate}
-            journal.complete("gate", {"estimate": estimate, "status": status})
-        out = artifact_dir(self.root, self.settings, version)
-        init = None if parent is None else V.checkpoint_of(self.root, self.settings, parent)
-
-        def run():
-            if harness_only:
-                V.write_link(self.root, self.settings, version, parent)
-                return {"checkpoint": init, "trained": False}
-            from evo.train.run import train_recipe
-
-            res = train_recipe(recipe, out, init_checkpoint=init, version=version, progress=self.progress)
-            self.lineage.append_event(version, {
-                "id": event_id(version, "trained"), "event": "trained", "version": version,
-                "artifacts": _artifact_list(out), "metrics": res.summary.get("final", {}), "estimate": estimate,
-            })
-            return {"checkpoint": str(res.checkpoint_dir), "trained": True}
-
-        ran = self._phase(journal, "run", run)
-
-        def evaluate_phase():
-            summary = out / "summary.json"
-            ev = json.loads(summary.read_text()).get("eval") if ran.get("trained") and summary.exists() else None
-            if ev is None:  # train_recipe evaluates its final checkpoint; a harness-only version does not train
-                from evo.train.evaluate import evaluate
-
-                ev = evaluate(ran["checkpoint"], recipe, out)
-            self.lineage.append_event(version, {
-                "id": event_id(version, "evaluated"), "event": "evaluated", "version": version,
-                "avg_at_k": ev["avg_at_k"], "k": ev["k"], "n_tasks": ev["n_tasks"],
-                "per_stratum": ev.get("per_stratum", {}),
-            })
-            return {"avg_at_k": ev["avg_at_k"]}
-
-        self._phase(journal, "evaluate", evaluate_phase)
-        judged = self._phase(journal, "judge", lambda: self._judge(version, recipe, parent))
+        if plan.control or plan.kind == "continue":
+            self._phase(journal, "control", lambda: self._control(version, plan, parent, parent_recipe))
+        ran = self._phase(journal, "run", lambda: self._run(version, plan, parent))
+        if plan.kind == "bootstrap":
+            self._phase(journal, "replicates", lambda: self._replicates(version, plan, None))
+        self._phase(journal, "evaluate", lambda: self._evaluate(version, plan, ran))
+        judged = self._phase(journal, "judge", lambda: self._judge(version, plan, parent, parent_recipe))
         return {"status": "done", "estimate": estimate, "judged": judged}
 
-    def _judge(self, version: str, recipe: dict, parent: str | None) -> dict:
-        from evo.harness.compare import compare_runs
+    def _estimate(self, plan: Plan, parent: str | None, parent_recipe: dict | None) -> gating.CostEstimate:
+        """Every run this step trains: the version under each seed, the missing control runs, calibration."""
+        runs = []
+        if plan.trains:
+            runs += [plan.recipe] * (len(plan.seeds) + len(plan.calibration))
+        if plan.control or plan.kind == "continue":
+            have = R.control_events(self.lineage.read_all().get(parent))
+            runs += [R.control_recipe(parent_recipe, plan.recipe, s) for s in plan.seeds
+                     if R.control_key(plan.recipe["grpo"]["steps"], s) not in have]
+        return gating.estimate_runs(runs, self.settings, eval_recipe=plan.recipe if not plan.trains else None)
 
-        diag = self._diagnose(version, recipe, out_dir=artifact_dir(self.root, self.settings, version))
+    def _gate(self, journal: Journal, version: str, estimate: dict) -> bool:
+        journal.begin("gate")
+        events = [e.get("event") for e in self.lineage.events(version)]
+        threshold = float(self.settings["gate"]["approval_above_gpu_hours"])
+        approved = estimate["gpu_hours"] <= threshold or "approved" in events
+        status = "approved" if approved else "awaiting-approval"
+        self.lineage.append_event(version, {
+            "id": event_id(version, "gated", status), "event": "gated", "version": version,
+            "estimate": estimate, "threshold": threshold, "status": status,
+        })
+        if not approved:
+            self.say(f"{version} awaits approval: estimated {estimate['gpu_hours']:.3f} GPU-h > {threshold:g}")
+            return False
+        journal.complete("gate", {"estimate": estimate, "status": status})
+        return True
+
+    def _train(self, recipe: dict, out: Path, init, version: str) -> dict:
+        from evo.train.run import train_recipe
+
+        res = train_recipe(recipe, out, init_checkpoint=init, version=version, progress=self.progress)
+        return res.summary
+
+    def _control(self, version: str, plan: Plan, parent: str, parent_recipe: dict) -> dict:
+        """Train (or reuse) the parent's continuation under this candidate's schedule, one run per seed."""
+        from evo.loop.judge import continuation_of
+
+        steps = int(plan.recipe["grpo"]["steps"])
+        init = V.checkpoint_of(self.root, self.settings, parent)
+        reused, trained = [], []
+        for seed in plan.seeds:
+            key = R.control_key(steps, seed)
+            if key in R.control_events(self.lineage.record(parent)):
+                reused.append(key)
+                continue
+            out = R.control_dir(self.root, self.settings, parent, key)
+            recipe = R.control_recipe(parent_recipe, plan.recipe, seed)
+            self.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
+            summary = self._train(recipe, out, init, f"{parent}~{key}")
+            fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
+            self._diagnose(parent, parent_recipe, out_dir=out, run_dir=out)
+            runs = [R.control_dir(self.root, self.settings, parent, R.control_key(steps, s))
+                    for s in plan.seeds if s <= seed]
+            continuation = continuation_of(artifact_dir(self.root, self.settings, parent), runs,
+                                           noise=R.workspace_noise(self.lineage.read_all()),
+                                           B=int(self.settings["search"]["bootstrap_samples"]))
+            ev = R.eval_summary(out)
+            self.lineage.append_event(parent, {
+                "id": event_id(parent, "control", key), "event": "control", "version": parent, "key": key,
+                "steps": steps, "seed": seed, "for": version, "run": str(out.relative_to(out.parents[2])),
+                "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"],
+                "per_stratum": ev.get("per_stratum", {}), "continuation": continuation,
+                "estimate": gating.estimate(recipe, self.settings).as_dict(),
+                "metrics": summary.get("final", {}),
+            })
+            trained.append(key)
+        return {"reused": reused, "trained": trained}
+
+    def _run(self, version: str, plan: Plan, parent: str | None) -> dict:
+        out = artifact_dir(self.root, self.settings, version)
+        if plan.kind == "harness":
+            V.write_link(self.root, self.settings, version, parent)
+            return {"checkpoint": V.checkpoint_of(self.root, self.settings, parent), "trained": False}
+        if plan.kind == "continue":  # the continuation is the control's run: reuse it, train nothing
+            steps = int(plan.recipe["grpo"]["steps"])
+            sources = [R.control_dir(self.root, self.settings, parent, R.control_key(steps, s)) for s in plan.seeds]
+            R.clone_run(sources[0], out)
+            for seed, source in zip(plan.seeds[1:], sources[1:]):
+                R.clone_run(source, R.replicate_dir(self.root, self.settings, version, seed))
+            summary = json.loads((out / "summary.json").read_text())
+            from_control = R.control_key(steps, plan.seeds[0])
+        else:
+            init = None if parent is None else V.checkpoint_of(self.root, self.settings, parent)
+            summary = self._train(R.with_seed(plan.recipe, plan.seeds[0]), out, init, version)
+            from_control = None
+        self.lineage.append_event(version, {
+            "id": event_id(version, "trained"), "event": "trained", "version": version,
+            "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
+            "estimate": gating.estimate(plan.recipe, self.settings).as_dict(), "from_control": from_control,
+        })
+        if plan.kind != "bootstrap":
+            self._replicates(version, plan, parent)
+        return {"checkpoint": str(out / "checkpoint"), "trained": True}
+
+    def _replicates(self, version: str, plan: Plan, parent: str | None) -> dict:
+        """The version's recipe under its other training seeds (and, for v0, the calibration seeds)."""
+        done = R.replicate_events(self.lineage.record(version))
+        init = None if parent is None else V.checkpoint_of(self.root, self.settings, parent)
+        for seed in plan.seeds[1:] + plan.calibration:
+            if seed in done:
+                continue
+            out = R.replicate_dir(self.root, self.settings, version, seed)
+            recipe = R.with_seed(plan.recipe, seed)
+            if plan.kind != "continue":
+                self.say(f"replicate: {version} under seed {seed}")
+                self._train(recipe, out, init, version)
+            ev = R.eval_summary(out)
+            self.lineage.append_event(version, {
+                "id": event_id(version, "replicated", f"seed-{seed}"), "event": "replicated", "version": version,
+                "seed": seed, "run": str(out.relative_to(artifact_dir(self.root, self.settings, version).parent)),
+                "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"], "per_stratum": ev.get("per_stratum", {}),
+                "estimate": {} if plan.kind == "continue" else gating.estimate(recipe, self.settings).as_dict(),
+                "calibration": seed in plan.calibration,
+            })
+        return {"seeds": plan.seeds[1:] + plan.calibration}
+
+    def _evaluate(self, version: str, plan: Plan, ran: dict) -> dict:
+        out = artifact_dir(self.root, self.settings, version)
+        summary = out / "summary.json"
+        ev = json.loads(summary.read_text()).get("eval") if ran.get("trained") and summary.exists() else None
+        if ev is None:  # train_recipe evaluates its final checkpoint; a harness-only version does not train
+            from evo.train.evaluate import evaluate
+
+            ev = evaluate(ran["checkpoint"], plan.recipe, out)
+        self.lineage.append_event(version, {
+            "id": event_id(version, "evaluated"), "event": "evaluated", "version": version,
+            "avg_at_k": ev["avg_at_k"], "k": ev["k"], "n_tasks": ev["n_tasks"],
+            "per_stratum": ev.get("per_stratum", {}),
+        })
+        return {"avg_at_k": ev["avg_at_k"]}
+
+    def _judge(self, version: str, plan: Plan, parent: str | None, parent_recipe: dict | None) -> dict:
+        from evo.loop.judge import judge_runs
+
+        diag = self._diagnose(version, plan.recipe, out_dir=artifact_dir(self.root, self.settings, version))
+        records = self.lineage.read_all()
         baseline = parent or V.BASE
-        cmp = compare_runs(
-            artifact_dir(self.root, self.settings, version), artifact_dir(self.root, self.settings, baseline),
-            B=int(self.settings["search"]["bootstrap_samples"]), child_diag=diag,
-        )
-        vetoes = (diag.get("audits") or {}).get("vetoes", [])
-        judged = {
-            "id": event_id(version, "judged"), "event": "judged", "version": version, "baseline": baseline,
-            "outcome": cmp["outcome"],
-            "headline": {k: cmp.get(k) for k in ("metric", "value", "delta", "ci_low", "ci_high", "p_value")},
-            "reasons": cmp.get("reasons", []), "vetoes": vetoes,
-        }
+        control_runs = None
+        key = None
+        if plan.control:
+            steps = int(plan.recipe["grpo"]["steps"])
+            key = R.control_key(steps, plan.seeds[0])
+            control_runs = [R.control_dir(self.root, self.settings, parent, R.control_key(steps, s)) for s in plan.seeds]
+        confounded = plan.kind == "policy" and not plan.control
+        candidate_runs = R.run_dirs(self.root, self.settings, records[version])
+        if plan.kind == "bootstrap":
+            candidate_runs = candidate_runs[:len(plan.seeds)]  # calibration replicates measure noise, not v0
+        judged = judge_runs(version, candidate_runs, artifact_dir(self.root, self.settings, baseline),
+                            baseline=baseline, control_runs=control_runs, control_key=key, confounded=confounded,
+                            noise=R.workspace_noise(records), diagnosis=diag,
+                            B=int(self.settings["search"]["bootstrap_samples"]))
+        judged["id"] = event_id(version, "judged")
         self.lineage.append_event(version, {
             "id": event_id(version, "diagnosed"), "event": "diagnosed", "version": version,
             "harness_version": diag.get("harness_version"), "findings": diag["counts"],
-            "vetoed": bool(vetoes),
+            "vetoed": bool(judged["vetoes"]),
         })
         self.lineage.append_event(version, judged)
         return judged
 
+    # --------------------------------------------------------------- decide, record
     def _decide(self, version: str, judged: dict, harness_only: bool) -> dict:
         records = self.lineage.read_all()
         dec = decide(version, judged, harness_only=harness_only,
@@ -299,28 +424,10 @@ class StepRunner(ProposalPhases):
         if manifest and manifest.get("skill") and outcome:
             changed += update_skill_evidence(self.root / "skills", manifest["skill"], version, outcome,
                                              self.settings["domain"])
-        paths = sorted({str(p.resolve().relative_to(self.root)) if p.is_absolute() else str(p) for p in changed})
+        paths = {str(p.resolve().relative_to(self.root)) if p.is_absolute() else str(p) for p in changed}
         fault_point("record", "mid")  # memory written, not committed
+        # A resumed record finds its files already written (nothing "changed"): commit what is still dirty.
+        paths |= {p for p in self.lineage.dirty_paths() if p.startswith(("memory/", "skills/"))}
+        paths = sorted(paths)
         sha = self.lineage.commit_main(f"evo: record {version}", paths) if paths else None
         return {"commit": sha, "paths": paths}
-
-
-
-def _artifact_list(folder: Path) -> list[dict]:
-    """URI, size and sha256 of each artifact file (the checkpoint's weights included)."""
-    import hashlib
-
-    out = []
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file() or path.suffix == ".tmp":
-            continue
-        rel = path.relative_to(folder)
-        if rel.parts[0] not in ("checkpoint",) and rel.name not in ("rollouts.parquet", "metrics.jsonl", "summary.json"):
-            continue
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-        out.append({"name": str(rel), "uri": path.resolve().as_uri(), "size": path.stat().st_size, "sha256": digest.hexdigest()})
-    return out
-

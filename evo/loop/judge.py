@@ -1,0 +1,74 @@
+"""The judge: two paired comparisons per version and the one that decides.
+
+- **attributed** — the intervention's own effect: the candidate against its
+  counterfactual control (the parent's recipe continued under the same
+  schedule and seeds). Its outcome class is the version's outcome: no
+  intervention is called `improvement` unless it beats the control.
+- **progress** — the candidate against its parent's checkpoint: is the new
+  version better than where it started?
+
+Where there is no control the two coincide: a continue-training version (its
+counterfactual is stopping, i.e. the parent), a harness-only revision (no
+training at all), the baseline v0 (against the untrained base model), and
+`search.control: none`, which keeps the old behaviour and marks the verdict
+`confounded` (the attributed figure includes the gain of the extra steps).
+
+Both intervals carry the training-seed noise the workspace has measured
+(`evo.loop.runs.workspace_noise`): a candidate's score is a draw of its recipe
+under `train_seeds` seeds, a control's likewise, the parent's checkpoint is a
+fixed model. Statistics and outcome classes run here, in the orchestrator,
+from the shipped code only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evo.harness import stats
+from evo.harness.compare import compare_runs
+
+SCHEMA = 2  # judged events with `attributed` / `progress`; schema 1 events carry one comparison with the parent
+HEADLINE_KEYS = ("metric", "value", "baseline_value", "delta", "ci_low", "ci_high", "p_value", "noise_floor")
+
+
+def headline_of(cmp: dict) -> dict:
+    return {k: cmp.get(k) for k in HEADLINE_KEYS}
+
+
+def _figure(against: str, cmp: dict, **extra) -> dict:
+    return {"against": against, "outcome": cmp["outcome"], "headline": headline_of(cmp),
+            "reasons": cmp.get("reasons", []), **extra}
+
+
+def judge_runs(version: str, candidate_runs: list[Path], parent_run: Path, *, baseline: str,
+               control_runs: list[Path] | None, control_key: str | None, confounded: bool,
+               noise: stats.SeedNoise | None, diagnosis: dict, B: int) -> dict:
+    """The `judged` event of `version` (without id/time), from its runs and its baselines' runs.
+
+    `candidate_runs`: the version's run folders (one per training seed, its own first).
+    `parent_run`: the parent's own run (a fixed checkpoint). `control_runs`: the
+    control's runs under the same seeds, or None when the version has no control.
+    """
+    progress = compare_runs(candidate_runs, parent_run, B=B, child_diag=diagnosis, noise=noise, parent_seeds=None)
+    if control_runs:
+        attributed = compare_runs(candidate_runs, control_runs, B=B, child_diag=diagnosis, noise=noise)
+        attributed_figure = _figure("control", attributed, control=control_key)
+    else:
+        attributed = progress
+        attributed_figure = _figure(baseline, progress, control=None)
+    vetoes = (diagnosis.get("audits") or {}).get("vetoes", [])
+    return {
+        "event": "judged", "version": version, "schema": SCHEMA, "baseline": baseline,
+        "outcome": attributed["outcome"], "headline": headline_of(attributed),
+        "reasons": attributed.get("reasons", []), "vetoes": vetoes,
+        "attributed": attributed_figure, "progress": _figure(baseline, progress),
+        "confounded": bool(confounded), "seeds": len(candidate_runs),
+        "noise": noise.to_dict() if noise else None,
+    }
+
+
+def continuation_of(parent_runs_fixed: Path, control_runs: list[Path], *, noise: stats.SeedNoise | None,
+                    B: int) -> dict:
+    """What continuing the parent's own recipe gave: the control against the parent's checkpoint."""
+    cmp = compare_runs(control_runs, parent_runs_fixed, B=B, noise=noise, parent_seeds=None)
+    return {"outcome": cmp["outcome"], "headline": headline_of(cmp), "reasons": cmp.get("reasons", [])}

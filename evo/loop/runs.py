@@ -1,0 +1,192 @@
+"""The training runs behind a verdict: seed replicates, counterfactual controls, the noise floor.
+
+A candidate trains `grpo.steps` more steps from its parent's checkpoint, so
+comparing it with the parent credits it with whatever more training alone
+would have given. The **control** answers that: the parent's own recipe,
+continued from the parent's checkpoint under the candidate's step and seed
+schedule. It is trained once per (parent, schedule) and shared by every sibling;
+its runs live in `<artifact root>/controls/<parent>/steps<S>-seed<s>/` and are
+recorded by a `control` event on the parent (artifacts hashed like a version's,
+and its own comparison with the parent: what continuing alone gave).
+
+**Replicates**: with `search.train_seeds: N`, a version (and its control) is
+trained under N seeds, `recipe.seed + i`; the first is the version's own run
+(`<artifact root>/vN/`, the checkpoint its children start from), the others
+live in `vN/replicates/seed-<s>/` with a `replicated` event each.
+
+**Noise floor**: the spread of Avg@k between runs of one recipe that differ
+only in the training seed (`evo.harness.stats.SeedNoise`), pooled over every
+replicate set the lineage holds: the bootstrap's calibration replicates of v0
+(`search.calibration_seeds`), any version's seed replicates, any control's
+seeds. It is read from the recorded Avg@k of those runs, never from files.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evo.harness import stats
+from evo.settings import artifact_dir, artifact_root
+
+REPLICATES = "replicates"
+CONTROLS = "controls"
+RUN_FILES = ("rollouts.parquet", "metrics.jsonl", "summary.json", "eval.parquet", "eval.json")
+
+
+# ----------------------------------------------------------------- naming
+@dataclass
+class Plan:
+    """What a step trains. `kind`: bootstrap | policy | continue | harness (`StepReport.describe_proposal`)."""
+
+    kind: str
+    recipe: dict
+    seeds: list[int]
+    control: bool = False  # judged against a counterfactual control of the parent
+    calibration: list[int] = field(default_factory=list)  # bootstrap: extra seeds of v0 for the noise floor
+
+    @property
+    def trains(self) -> bool:
+        return self.kind in ("bootstrap", "policy")
+
+
+def seeds_for(recipe: dict, settings: dict) -> list[int]:
+    """The training seeds a version of `recipe` is trained under: recipe.seed, +1, ... (search.train_seeds)."""
+    base = int(recipe["seed"])
+    return [base + i for i in range(int(settings["search"]["train_seeds"]))]
+
+
+def with_seed(recipe: dict, seed: int) -> dict:
+    out = copy.deepcopy(recipe)
+    out["seed"] = int(seed)
+    return out
+
+
+def replicate_dir(root: Path, settings: dict, version: str, seed: int) -> Path:
+    return artifact_dir(root, settings, version) / REPLICATES / f"seed-{seed}"
+
+
+def control_key(steps: int, seed: int) -> str:
+    return f"steps{int(steps)}-seed{int(seed)}"
+
+
+def control_dir(root: Path, settings: dict, parent: str, key: str) -> Path:
+    return artifact_root(root, settings) / CONTROLS / parent / key
+
+
+def control_recipe(parent_recipe: dict, candidate_recipe: dict, seed: int) -> dict:
+    """The parent's recipe under the candidate's schedule: its number of steps, the given seed."""
+    out = with_seed(parent_recipe, seed)
+    out["grpo"] = dict(out["grpo"], steps=int(candidate_recipe["grpo"]["steps"]))
+    return out
+
+
+def control_events(rec) -> dict[str, dict]:
+    """key -> the `control` event recorded on `rec` (a parent's VersionRecord)."""
+    return {ev["key"]: ev for ev in rec.events if ev["event"] == "control"} if rec is not None else {}
+
+
+def replicate_events(rec) -> dict[int, dict]:
+    """seed -> the `replicated` event recorded on `rec`."""
+    return {int(ev["seed"]): ev for ev in rec.events if ev["event"] == "replicated"} if rec is not None else {}
+
+
+def run_dirs(root: Path, settings: dict, rec) -> list[Path]:
+    """Every evaluated run folder of a version: its own first, then its recorded replicates by seed."""
+    runs = [artifact_dir(root, settings, rec.name)]
+    for seed, ev in sorted(replicate_events(rec).items()):
+        runs.append(artifact_root(root, settings) / ev["run"])
+    return runs
+
+
+def is_finished(folder: Path) -> bool:
+    """A run folder whose training and evaluation both completed (summary.json is written last)."""
+    return (folder / "summary.json").is_file() and (folder / "eval.parquet").is_file()
+
+
+# ----------------------------------------------------------------- artifacts
+def artifact_list(folder: Path) -> list[dict]:
+    """URI, size and sha256 of each artifact of one run folder (the checkpoint's weights included).
+
+    Nested run folders (replicates) are their own runs, listed by their own events.
+    """
+    out = []
+    for path in sorted(Path(folder).rglob("*")):
+        rel = path.relative_to(folder)
+        if not path.is_file() or path.suffix == ".tmp" or rel.parts[0] == REPLICATES:
+            continue
+        if rel.parts[0] != "checkpoint" and rel.name not in RUN_FILES:
+            continue
+        out.append({"name": str(rel), "uri": path.resolve().as_uri(), "size": path.stat().st_size,
+                    "sha256": sha256_of(path)})
+    return out
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def clone_run(source: Path, target: Path) -> None:
+    """Make `target` hold the finished run in `source` (hard links where the filesystem allows; artifacts never change)."""
+    if is_finished(target):
+        return
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if rel.parts[0] in (REPLICATES,) or path.suffix == ".tmp":
+            continue
+        dest = partial / rel
+        if path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, dest)
+        except OSError:
+            shutil.copy2(path, dest)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():  # an unfinished run left by a kill before the clone: the clone replaces it
+        shutil.rmtree(target)
+    os.replace(partial, target)
+
+
+def eval_summary(folder: Path) -> dict:
+    """The evaluation a finished run recorded (eval.json)."""
+    return json.loads((Path(folder) / "eval.json").read_text(encoding="utf-8"))
+
+
+# ----------------------------------------------------------------- noise
+def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
+    """(Avg@k, per-stratum Avg@k) of runs that differ only by training seed, grouped by recipe and start.
+
+    A version's own run with its seed replicates; the seeds of each control
+    schedule of a parent. Sets of one run are returned too (they carry no
+    spread; `stats.seed_noise` skips them).
+    """
+    sets = []
+    for rec in records.values():
+        evaluated = rec.last("evaluated")
+        replicas = replicate_events(rec)
+        if evaluated and replicas:
+            own = [(float(evaluated["avg_at_k"]), evaluated.get("per_stratum") or {})]
+            sets.append(own + [(float(ev["avg_at_k"]), ev.get("per_stratum") or {}) for _, ev in sorted(replicas.items())])
+        by_schedule: dict[int, list] = {}
+        for ev in control_events(rec).values():
+            by_schedule.setdefault(int(ev["steps"]), []).append((float(ev["avg_at_k"]), ev.get("per_stratum") or {}))
+        sets.extend(by_schedule.values())
+    return sets
+
+
+def workspace_noise(records: dict) -> stats.SeedNoise | None:
+    """The pooled seed-to-seed spread of Avg@k the lineage has measured so far (None: not measured)."""
+    return stats.seed_noise(replicate_sets(records))
