@@ -120,8 +120,8 @@ def evidence_text(used: dict, triggers_src: list[dict], cited: list[dict]) -> st
 
     def walk(conds):
         for c in conds:
-            if "any" in c:
-                walk(c["any"])
+            if "any" in c or "all" in c:
+                walk(c.get("any") or c.get("all"))
             else:
                 thresholds.setdefault(c["metric"], f"{c['op']} {c['value']}")
 

@@ -4,7 +4,7 @@ A *trigger* is a condition on a diagnostic metric (`behavior/truncated_frac > 0.
 a *requirement* is a condition on the parent's recipe (`reward.terms lacks_term
 partial_credit`); a *patch* is a list of recipe operations (`set`, `scale`,
 `add_term`, `enable`). Triggers and requirements all must hold; `{any: [...]}`
-groups alternatives. A condition on a metric the diagnosis lacks does not hold,
+groups alternatives and `{all: [...]}` a conjunction inside one. A condition on a metric the diagnosis lacks does not hold,
 and is reported as missing so the heuristic can install the analyzer that
 measures it.
 
@@ -45,7 +45,13 @@ def _margin(op: str, value: float, threshold: Any) -> float:
 
 
 def eval_trigger(cond: dict, metrics: dict) -> tuple[bool, float, list[str], dict[str, float]]:
-    """Evaluate one trigger: (holds, strength, missing metric keys, metric values used)."""
+    """Evaluate one trigger: (holds, strength, missing metric keys, metric values used).
+
+    `{all: [...]}` holds when every member does (strength: their mean over
+    non-gate members), `{any: [...]}` when one does (strength: the strongest).
+    """
+    if "all" in cond:
+        return eval_triggers(cond["all"], metrics)
     if "any" in cond:
         best: tuple[bool, float, list[str], dict[str, float]] = (False, 0.0, [], {})
         missing: list[str] = []

@@ -31,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evo.agent.base import AgentContext, Proposal, zero_usage
+from evo.agent.guard import CONTINUE
 from evo.agent.candidate import SEVERITY_WEIGHT, Blocklist, Candidate, evidence_text, expected_cost, recipe_text
 from evo.agent.conditions import apply_patch, check_requirement, eval_triggers
 from evo.agent.manifest import clear_manifest, normalize_manifest, write_manifest
@@ -108,6 +109,37 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
                      f"{skill.name}: strength {strength:.3f}")
 
 
+def _continue_candidate(skill: Skill, ctx: AgentContext, current: dict, block: Blocklist, notes: list[str],
+                        missing: dict[str, list[str]]) -> Candidate | None:
+    """Continue training the parent's recipe unchanged, when the evidence says the policy is still learning."""
+    metrics = ctx.diagnosis.get("metrics") or {}
+    holds, strength, lacking, used = eval_triggers(skill.triggers, metrics)
+    if not holds:
+        for key in lacking:
+            missing.setdefault(key, []).append(skill.name)
+        return None
+    steps = int(get_path(current, "grpo.steps"))
+    change = f"continue {ctx.parent}'s recipe for {steps} more steps"
+    why = block.why_blocked(CONTINUE, change)
+    if why:
+        notes.append(f"{skill.name}: skipped `{change}` — {why}")
+        return None
+    findings = {f.get("id"): f for f in ctx.diagnosis.get("findings") or []}
+    cited = [findings[i] for i in skill.findings if i in findings]
+    strength += 0.5 * max((SEVERITY_WEIGHT.get(f.get("severity"), 0.0) for f in cited), default=0.0)
+    record = skill.record()
+    strength += 0.5 * (record["wins"] - record["losses"]) / (record["uses"] + 1)
+    manifest = {
+        "kind": "continue", "factor": CONTINUE, "change": change,
+        "hypothesis": f"{skill.hypothesis} Evidence: {evidence_text(used, skill.triggers, cited)}.".strip(),
+        "evidence": {"findings": [f["id"] for f in cited], "metrics": used},
+        "predicted_effect": skill.predicted_effect or "score/avg_at_k rises beyond the noise floor",
+        "expected_cost": f"{steps} training steps of the parent's recipe (none when its control already ran them)",
+        "skill": skill.name,
+    }
+    return Candidate(manifest, {}, strength, f"{skill.name}: strength {strength:.3f}")
+
+
 class HeuristicAgent:
     """Matches skills' triggers against the diagnosis; see the module docstring for the rules."""
 
@@ -131,10 +163,15 @@ class HeuristicAgent:
 
         candidates = []
         for skill in skills:
-            if skill.kind == "policy" and skill.patch and skill.applies_to(ctx.domain):
+            if not skill.applies_to(ctx.domain):
+                continue
+            cand = None
+            if skill.kind == "policy" and skill.patch:
                 cand = _policy_candidate(skill, ctx, raw, current, text, block, notes, missing)
-                if cand:
-                    candidates.append(cand)
+            elif skill.kind == "continue":
+                cand = _continue_candidate(skill, ctx, current, block, notes, missing)
+            if cand:
+                candidates.append(cand)
         candidates.sort(key=lambda c: (-c.strength, c.manifest["skill"]))
         notes += [f"candidate {c.reason}" for c in candidates]
 

@@ -5,7 +5,7 @@ markdown a coding agent reads) and, for harness skills, `skill.py` (an analyzer
 to install into `analyzers/`). Front matter:
 
     name, description          Agent Skills fields (name must equal the folder name)
-    kind                       policy | harness
+    kind                       policy | harness | continue (train the parent's recipe further; triggers only, no patch)
     triggers                   conditions on diagnostic metrics, all must hold ({any: [...]} for alternatives)
     requires                   conditions on the parent's recipe (has_term, lacks_term, <, ==, ...)
     patch                      recipe operations: set, scale, add_term, enable
@@ -44,6 +44,7 @@ _COND = {
     "type": "object",
     "oneOf": [
         {"required": ["any"], "properties": {"any": {"type": "array", "minItems": 1}}},
+        {"required": ["all"], "properties": {"all": {"type": "array", "minItems": 1}}},
         {"required": ["metric", "op", "value"], "properties": {"metric": {"type": "string"}, "op": {"enum": [">", ">=", "<", "<=", "==", "!="]}, "gate": {"type": "boolean"}}},
     ],
 }
@@ -60,7 +61,7 @@ SKILL_SCHEMA = {
     "properties": {
         "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"},
         "description": {"type": "string", "minLength": 1},
-        "kind": {"enum": ["policy", "harness"]},
+        "kind": {"enum": ["policy", "harness", "continue"]},
         "triggers": {"type": "array", "items": _COND},
         "requires": {"type": "array", "items": _REQ},
         "patch": {"type": "array", "items": {"type": "object", "required": ["path", "op"], "properties": {"path": {"type": "string"}, "op": {"enum": list(PATCH_OPS)}}}},

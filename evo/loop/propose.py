@@ -85,8 +85,46 @@ class ProposalPhases:
                                            out_dir=artifact_dir(self.root, self.settings, version) / "rediagnosis")
             ctx.diagnosis, ctx.harness_revised, ctx.phase = rediag, True, "propose"
         if not manifests:
-            return {"status": "nothing", "reason": "the agent found no bottleneck the evidence supports and no harness gap"}
+            return self._plateau_or_measure(version, parent, parent_recipe, records, diagnosis, usage)
         return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
+
+    def _plateau_or_measure(self, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,
+                            usage: dict) -> dict:
+        """The agent proposes nothing: stop only on a measured plateau, else measure one.
+
+        A plateau is measured when continuing the parent's own recipe (its
+        control, or a continue-training child) has been judged against it. If
+        it never was, the loop itself proposes that continuation: stopping while
+        the policy may still be learning would leave the gain on the table.
+        """
+        measured = V.continuations(records, parent)
+        slope_t = (diagnosis.get("metrics") or {}).get("signal/reward_slope_t")
+        curve = ("" if slope_t is None else
+                 f"; training reward slope t = {slope_t:.1f} ({'still rising' if slope_t >= 2 else 'flat within its noise' if abs(slope_t) < 2 else 'falling'})")
+        if not measured:
+            steps = int(parent_recipe["grpo"]["steps"])
+            manifest = {
+                "kind": "continue", "factor": "continue",
+                "change": f"continue {parent}'s recipe for {steps} more steps",
+                "hypothesis": "No lever's trigger fires and no continuation of this version has been measured: "
+                              f"train its recipe further to measure whether the policy is still learning{curve}.",
+                "evidence": {"findings": [], "metrics": {} if slope_t is None else {"signal/reward_slope_t": slope_t}},
+                "predicted_effect": "score/avg_at_k rises beyond the noise floor while the policy is still learning; "
+                                    "otherwise the plateau is measured and the loop stops",
+                "expected_cost": f"{steps} training steps of the parent's recipe", "skill": None,
+            }
+            from evo.agent.manifest import normalize_manifest
+
+            return {"status": "proposed", "manifests": [normalize_manifest(manifest, source="loop manifest")],
+                    "usage": usage, "agent": "loop", "violation": None}
+        last = measured[-1]
+        floor = f", noise floor ±{last['noise_floor']:.4f}" if last.get("noise_floor") else ""
+        text = (f"continuing {parent}'s recipe ({last['via']}) gave Δ {last['delta']:+.4f} "
+                f"[{last['ci_low']:+.4f}, {last['ci_high']:+.4f}]{floor}: {last['outcome']}{curve}")
+        reason = ("plateau measured: " + text if last["outcome"] != "improvement" else
+                  f"the last continuation improved ({text}) but no further intervention applies")
+        return {"status": "nothing", "reason": reason,
+                "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t}}
 
     def _commit(self, version: str, parent: str, proposal: dict) -> dict:
         manifests = proposal["manifests"]
@@ -152,8 +190,9 @@ class ProposalPhases:
                 report.message = f"the candidate would be rejected: {proposal['violation']}"
             recipe = parse_recipe((Path(self.lineage.worktree_path(version)) / "recipe.yaml").read_text())
             control = self.settings["search"]["control"] == "continue" and kind == "policy"
-            cost = self._estimate(Plan(kind, recipe, R.seeds_for(recipe, self.settings), control=control),
-                                  head, parent_recipe)
+            plan = Plan(kind, recipe, R.seeds_for(recipe, self.settings), control=control,
+                        control_steps=R.control_steps(parent_recipe, recipe, manifests[-1].get("factor")))
+            cost = self._estimate(plan, head, parent_recipe)
             report.estimate = cost.as_dict()
             if gating.needs_approval(cost, self.settings):
                 report.message = (report.message + "; " if report.message else "") + "it would wait for approval"

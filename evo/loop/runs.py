@@ -49,6 +49,11 @@ class Plan:
     seeds: list[int]
     control: bool = False  # judged against a counterfactual control of the parent
     calibration: list[int] = field(default_factory=list)  # bootstrap: extra seeds of v0 for the noise floor
+    control_steps: int | None = None  # the control's schedule; default the candidate's `grpo.steps`
+
+    def __post_init__(self):
+        if self.control_steps is None:
+            self.control_steps = int(self.recipe["grpo"]["steps"])
 
     @property
     def trains(self) -> bool:
@@ -79,10 +84,23 @@ def control_dir(root: Path, settings: dict, parent: str, key: str) -> Path:
     return artifact_root(root, settings) / CONTROLS / parent / key
 
 
-def control_recipe(parent_recipe: dict, candidate_recipe: dict, seed: int) -> dict:
-    """The parent's recipe under the candidate's schedule: its number of steps, the given seed."""
+def control_steps(parent_recipe: dict, candidate_recipe: dict, factor: str | None) -> int:
+    """The control's step schedule: the candidate's, unless the step count is the intervention itself.
+
+    A control holds everything but the intervention fixed. When a candidate
+    changes `grpo.steps`, its counterfactual is the parent's recipe under the
+    parent's own schedule; otherwise a steps change would be judged against
+    itself (the same recipe, the same steps) and always look like nothing.
+    """
+    if factor == "grpo.steps":
+        return int(parent_recipe["grpo"]["steps"])
+    return int(candidate_recipe["grpo"]["steps"])
+
+
+def control_recipe(parent_recipe: dict, steps: int, seed: int) -> dict:
+    """The parent's recipe under a candidate's schedule: `steps` steps, training seed `seed`."""
     out = with_seed(parent_recipe, seed)
-    out["grpo"] = dict(out["grpo"], steps=int(candidate_recipe["grpo"]["steps"]))
+    out["grpo"] = dict(out["grpo"], steps=int(steps))
     return out
 
 

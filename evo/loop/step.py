@@ -35,7 +35,7 @@ from evo.loop.propose import ProposalPhases, event_id
 from evo.loop.report import StepReport
 from evo.loop.runs import Plan
 from evo.resources import resource_dir
-from evo.settings import artifact_dir, load_settings
+from evo.settings import artifact_dir, artifact_root, load_settings
 
 
 class StepRunner(ProposalPhases):
@@ -160,7 +160,8 @@ class StepRunner(ProposalPhases):
         report.backtest = bt.get("message", "") if bt else ""
 
         control = self.settings["search"]["control"] == "continue"
-        plan = Plan(kind, recipe, R.seeds_for(recipe, self.settings), control=control and kind == "policy")
+        plan = Plan(kind, recipe, R.seeds_for(recipe, self.settings), control=control and kind == "policy",
+                    control_steps=R.control_steps(parent_recipe, recipe, primary.get("factor")))
         result = self._gate_run_judge(journal, version, plan, parent=parent, parent_recipe=parent_recipe)
         report.estimate = result.get("estimate", {})
         if result.get("status") == "awaiting-approval":
@@ -233,8 +234,8 @@ class StepRunner(ProposalPhases):
             runs += [plan.recipe] * (len(plan.seeds) + len(plan.calibration))
         if plan.control or plan.kind == "continue":
             have = R.control_events(self.lineage.read_all().get(parent))
-            runs += [R.control_recipe(parent_recipe, plan.recipe, s) for s in plan.seeds
-                     if R.control_key(plan.recipe["grpo"]["steps"], s) not in have]
+            runs += [R.control_recipe(parent_recipe, plan.control_steps, s) for s in plan.seeds
+                     if R.control_key(plan.control_steps, s) not in have]
         return gating.estimate_runs(runs, self.settings, eval_recipe=plan.recipe if not plan.trains else None)
 
     def _gate(self, journal: Journal, version: str, estimate: dict) -> bool:
@@ -263,7 +264,7 @@ class StepRunner(ProposalPhases):
         """Train (or reuse) the parent's continuation under this candidate's schedule, one run per seed."""
         from evo.loop.judge import continuation_of
 
-        steps = int(plan.recipe["grpo"]["steps"])
+        steps = plan.control_steps
         init = V.checkpoint_of(self.root, self.settings, parent)
         reused, trained = [], []
         for seed in plan.seeds:
@@ -272,7 +273,7 @@ class StepRunner(ProposalPhases):
                 reused.append(key)
                 continue
             out = R.control_dir(self.root, self.settings, parent, key)
-            recipe = R.control_recipe(parent_recipe, plan.recipe, seed)
+            recipe = R.control_recipe(parent_recipe, steps, seed)
             self.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
             summary = self._train(recipe, out, init, f"{parent}~{key}")
             fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
@@ -285,7 +286,7 @@ class StepRunner(ProposalPhases):
             ev = R.eval_summary(out)
             self.lineage.append_event(parent, {
                 "id": event_id(parent, "control", key), "event": "control", "version": parent, "key": key,
-                "steps": steps, "seed": seed, "for": version, "run": str(out.relative_to(out.parents[2])),
+                "steps": steps, "seed": seed, "for": version, "run": str(out.relative_to(artifact_root(self.root, self.settings))),
                 "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"],
                 "per_stratum": ev.get("per_stratum", {}), "continuation": continuation,
                 "estimate": gating.estimate(recipe, self.settings).as_dict(),
@@ -300,7 +301,7 @@ class StepRunner(ProposalPhases):
             V.write_link(self.root, self.settings, version, parent)
             return {"checkpoint": V.checkpoint_of(self.root, self.settings, parent), "trained": False}
         if plan.kind == "continue":  # the continuation is the control's run: reuse it, train nothing
-            steps = int(plan.recipe["grpo"]["steps"])
+            steps = plan.control_steps
             sources = [R.control_dir(self.root, self.settings, parent, R.control_key(steps, s)) for s in plan.seeds]
             R.clone_run(sources[0], out)
             for seed, source in zip(plan.seeds[1:], sources[1:]):
@@ -335,7 +336,7 @@ class StepRunner(ProposalPhases):
             ev = R.eval_summary(out)
             self.lineage.append_event(version, {
                 "id": event_id(version, "replicated", f"seed-{seed}"), "event": "replicated", "version": version,
-                "seed": seed, "run": str(out.relative_to(artifact_dir(self.root, self.settings, version).parent)),
+                "seed": seed, "run": str(out.relative_to(artifact_root(self.root, self.settings))),
                 "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"], "per_stratum": ev.get("per_stratum", {}),
                 "estimate": {} if plan.kind == "continue" else gating.estimate(recipe, self.settings).as_dict(),
                 "calibration": seed in plan.calibration,
@@ -366,7 +367,7 @@ class StepRunner(ProposalPhases):
         control_runs = None
         key = None
         if plan.control:
-            steps = int(plan.recipe["grpo"]["steps"])
+            steps = plan.control_steps
             key = R.control_key(steps, plan.seeds[0])
             control_runs = [R.control_dir(self.root, self.settings, parent, R.control_key(steps, s)) for s in plan.seeds]
         confounded = plan.kind == "policy" and not plan.control

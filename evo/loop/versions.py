@@ -52,11 +52,65 @@ def last_transition(records: dict) -> dict | None:
     return {**latest.last("judged"), "version": latest.name}
 
 
+def continuations(records: dict, name: str) -> list[dict]:
+    """What continuing `name`'s own recipe from its checkpoint gave, each time it was measured.
+
+    From the controls trained for its children (`control` events on it) and
+    from continue-training children (their progress against it), oldest first:
+    `{via, steps, outcome, delta, ci_low, ci_high, noise_floor, value}`.
+    """
+    from evo.loop.runs import control_events
+
+    out = []
+    latest: dict[int, dict] = {}  # a schedule measured again with more seeds supersedes its earlier figure
+    for ev in control_events(records.get(name)).values():
+        if ev.get("continuation"):
+            latest[int(ev["steps"])] = {"via": f"control {ev['key']}", "steps": int(ev["steps"]), "time": ev["time"],
+                                        **_figure_fields(ev["continuation"])}
+    out += latest.values()
+    for rec in records.values():
+        created = rec.last("created") or {}
+        judged = rec.last("judged") or {}
+        if list(rec.parents)[:1] == [name] and (created.get("intervention") or {}).get("kind") == "continue" and judged:
+            figure = judged.get("progress") or judged
+            out.append({"via": rec.name, "steps": None, "time": judged["time"], **_figure_fields(figure)})
+    return sorted(out, key=lambda c: c["time"])
+
+
+def is_confounded(rec) -> bool:
+    """Whether `rec`'s verdict credits it with the gain of its extra training steps.
+
+    New verdicts say so themselves (`search.control: none`); verdicts judged
+    before attribution existed (no `schema` 2) compared a trained candidate with
+    its parent only, so they are confounded unless nothing was trained.
+    """
+    judged = rec.last("judged")
+    if judged is None:
+        return False
+    if judged.get("schema", 1) >= 2:
+        return bool(judged.get("confounded"))
+    kind = ((rec.last("created") or {}).get("intervention") or {}).get("kind")
+    return bool(rec.parents) and kind != "harness"
+
+
+def _figure_fields(figure: dict) -> dict:
+    h = figure.get("headline") or {}
+    return {"outcome": figure.get("outcome"), **{k: h.get(k) for k in ("value", "delta", "ci_low", "ci_high", "noise_floor")}}
+
+
 def lineage_summaries(records: dict) -> list[dict]:
+    """One dict per version (oldest first), as agents and analyzers see the lineage.
+
+    `outcome` / `headline` are the attributed verdict; `progress` the comparison
+    with the parent (None for verdicts judged before attribution, which compared
+    with the parent only and are marked `confounded`); `continuations` what
+    training the version's own recipe further gave (see `continuations`).
+    """
     out = []
     for rec in sorted(records.values(), key=lambda r: r.number):
         judged = rec.last("judged") or {}
         created = rec.last("created") or {}
+        attributed = judged.get("attributed") or {}
         out.append(
             {
                 "name": rec.name,
@@ -66,6 +120,10 @@ def lineage_summaries(records: dict) -> list[dict]:
                 "harness_revision": created.get("harness_revision"),
                 "outcome": judged.get("outcome"),
                 "headline": judged.get("headline"),
+                "against": attributed.get("against") or judged.get("baseline"),
+                "progress": judged.get("progress"),
+                "confounded": is_confounded(rec),
+                "continuations": continuations(records, rec.name),
             }
         )
     return out
