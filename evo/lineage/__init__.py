@@ -12,6 +12,6 @@ The only package that runs git. Other modules call:
 
 from evo.lineage.events import STATES, VersionRecord
 from evo.lineage.lock import workspace_lock
-from evo.lineage.store import Lineage
+from evo.lineage.store import Lineage, find_workspace_root
 
-__all__ = ["Lineage", "VersionRecord", "STATES", "workspace_lock"]
+__all__ = ["Lineage", "VersionRecord", "STATES", "workspace_lock", "find_workspace_root"]

@@ -17,9 +17,7 @@ from pathlib import Path
 import git
 
 from evo.errors import WorkspaceError
-from evo.lineage.gitio import MAIN, NOTES_REF, TRAILER_INTERVENTION, TRAILER_VERSION, trailer_block
-
-IDENTITY = ("EvoTrainer", "evo@localhost")
+from evo.lineage.gitio import MAIN, NOTES_REF, TRAILER_INTERVENTION, TRAILER_VERSION, ensure_identity, trailer_block
 NOTES_NAME = NOTES_REF[len("refs/notes/"):]
 PUSH_REFSPECS = (
     f"refs/heads/{MAIN}:refs/heads/{MAIN}",
@@ -87,11 +85,7 @@ def configure_repository(repo: git.Repo) -> None:
     for remote in repo.remotes:
         _add_refspecs(repo, f"remote.{remote.name}.push", PUSH_REFSPECS)
         _add_refspecs(repo, f"remote.{remote.name}.fetch", FETCH_REFSPECS)
-    for key, value in zip(("user.name", "user.email"), IDENTITY):
-        try:
-            repo.git.config("--get", key)
-        except git.GitCommandError:
-            repo.git.config("--local", key, value)
+    ensure_identity(repo)
 
 
 def _add_refspecs(repo: git.Repo, key: str, specs: tuple[str, ...]) -> None:

@@ -69,6 +69,7 @@ class CheckoutMixin:
         of its own is lineage, not scratch: prune it instead.
         """
         self._check_name(version)
+        self.ensure_identity()
         branch_ref = f"{BRANCH_PREFIX}{version}"
         for ref in (f"{PRUNED_PREFIX}{version}", f"{TAG_PREFIX}{version}"):
             if gitio.ref_exists(self.repo, ref):
@@ -136,6 +137,7 @@ class CheckoutMixin:
         """Commit `paths` (relative to the root) on main; None when nothing changed."""
         if not paths:
             return None
+        self.ensure_identity()
         g = self._main_git("commit")
         g.add("-A", "--", *paths)
         try:

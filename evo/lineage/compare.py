@@ -29,12 +29,24 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: node} if prefix else {}
 
 
-def recipe_changes(text_a: str, text_b: str, a: str, b: str) -> list[dict]:
+def _effective(text: str, source: str) -> dict:
+    """The recipe as it trains: defaults filled in (the raw mapping if it does not validate)."""
+    from evo.recipe import normalize_recipe
     from evo.yamlio import parse_yaml
 
+    raw = parse_yaml(text, source=source)
     try:
-        flat_a = flatten(parse_yaml(text_a, source=f"{a}:recipe.yaml")) if text_a else {}
-        flat_b = flatten(parse_yaml(text_b, source=f"{b}:recipe.yaml")) if text_b else {}
+        return normalize_recipe(raw, source=source)
+    except ConfigError:
+        return raw
+
+
+def recipe_changes(text_a: str, text_b: str, a: str, b: str) -> list[dict]:
+    """Changed keys of the *effective* recipes: a key one version sets and the other
+    leaves at its default shows the default, not None."""
+    try:
+        flat_a = flatten(_effective(text_a, f"{a}:recipe.yaml")) if text_a else {}
+        flat_b = flatten(_effective(text_b, f"{b}:recipe.yaml")) if text_b else {}
     except ConfigError:
         return []  # the text diff still shows what changed
     missing = object()

@@ -16,7 +16,7 @@ from pathlib import Path
 import git
 from gitdb.base import IStream
 
-from evo.errors import WorkspaceError
+from evo.errors import EvoError, LineageError, WorkspaceError
 
 MAIN = "main"
 NOTES_REF = "refs/notes/evo/lineage"
@@ -31,6 +31,8 @@ TRAILER_PARENT = "Evo-Parent"
 TRAILER_INTERVENTION = "Evo-Intervention"
 TRAILER_PROMOTED = "Evo-Promoted"
 TRAILER_REVERTED = "Evo-Reverted"
+
+IDENTITY = ("EvoTrainer", "evo@localhost")  # the repository-local identity set where git has none
 
 _VERSION_RE = re.compile(r"^v[0-9]+$")
 
@@ -54,12 +56,80 @@ def for_each_ref(repo: git.Repo, *prefixes: str) -> list[tuple[str, str, str]]:
 
 
 def notes_list(repo: git.Repo) -> list[tuple[str, str]]:
-    """(note blob id, annotated commit id) for every lineage note, one git process."""
+    """(note blob id, annotated commit id) for every lineage note, one git process.
+
+    No notes ref yet is an empty lineage; a notes ref git cannot read (pointing
+    at a blob, a tree, a missing object) is a LineageError, never an empty lineage.
+    """
     try:
         out = repo.git.notes("--ref", NOTES_REF, "list")
-    except git.GitCommandError:
-        return []
+    except git.GitCommandError as exc:
+        raise notes_failure(repo, exc) from None
     return [tuple(line.split()) for line in out.splitlines() if line.strip()]  # type: ignore[misc]
+
+
+def notes_ref_problem(repo: git.Repo) -> str | None:
+    """Why the lineage notes ref cannot be read ("points at a blob 1a2b..."), or None when it can (or is absent)."""
+    try:
+        sha = repo.git.rev_parse("-q", "--verify", NOTES_REF)
+    except git.GitCommandError:
+        return None  # no lineage notes yet
+    try:
+        kind = repo.git.cat_file("-t", sha)
+    except git.GitCommandError:
+        return f"points at {sha[:12]}, an object missing from the repository"
+    if kind != "commit":
+        return f"points at a {kind} ({sha[:12]}), not a notes commit"
+    try:
+        repo.git.notes("--ref", NOTES_REF, "list")
+    except git.GitCommandError as exc:
+        return f"points at commit {sha[:12]} whose notes git cannot read ({first_line(exc)})"
+    return None
+
+
+def notes_failure(repo: git.Repo, exc: git.GitCommandError) -> EvoError:
+    """The one-line error for a failed `git notes` command."""
+    problem = notes_ref_problem(repo)
+    if problem is not None:
+        return LineageError(f"{NOTES_REF} {problem}, so the lineage cannot be read; "
+                            "run `evo fsck` to see what is wrong and `evo fsck --repair` to restore it from its reflog")
+    return WorkspaceError(f"git notes failed: {first_line(exc)}; run `evo fsck` in {repo.working_tree_dir}")
+
+
+def first_line(exc: git.GitCommandError) -> str:
+    """The first meaningful line of a git command's error output."""
+    text = (exc.stderr or exc.stdout or str(exc)).strip().strip("'").strip()
+    for line in text.splitlines():
+        line = line.strip().removeprefix("stderr:").strip().strip("'").strip()
+        if line:
+            return line
+    return f"git exited with {exc.status}"
+
+
+def ensure_identity(repo: git.Repo) -> None:
+    """Give the repository a local identity where git has none, so commits, tags and notes work.
+
+    A clone does not carry the workspace's repository-local identity, and without
+    one every commit fails with git's multi-line "Please tell me who you are". The
+    same rule as `evo init`: set `EvoTrainer <evo@localhost>` locally, only for the
+    missing keys, never in the user's global config.
+    """
+    try:
+        repo.git.var("GIT_AUTHOR_IDENT")
+        repo.git.var("GIT_COMMITTER_IDENT")
+        return
+    except git.GitCommandError:
+        pass
+    for key, value in zip(("user.name", "user.email"), IDENTITY):
+        try:
+            repo.git.config("--get", key)
+        except git.GitCommandError:
+            repo.git.config("--local", key, value)
+    try:
+        repo.git.var("GIT_COMMITTER_IDENT")
+    except git.GitCommandError as exc:
+        raise WorkspaceError(f"git has no usable identity in {repo.working_tree_dir} ({first_line(exc)}); "
+                             "set one with `git config user.name NAME` and `git config user.email EMAIL` there") from None
 
 
 def cat_file_batch(root: Path, object_ids: list[str]) -> dict[str, bytes]:

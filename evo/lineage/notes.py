@@ -15,7 +15,7 @@ import git
 
 from evo.errors import LineageError
 from evo.lineage.events import check_event, event_sort_key
-from evo.lineage.gitio import NOTES_REF, cat_file_batch, notes_list, store_blob
+from evo.lineage.gitio import NOTES_REF, cat_file_batch, notes_failure, notes_list, store_blob
 from evo.lineage.lock import file_lock
 
 NOTES_LOCK = "evo-notes.lock"
@@ -63,7 +63,7 @@ def read_note(repo: git.Repo, commit: str) -> str:
     except git.GitCommandError as exc:
         if "no note found" in str(exc.stderr):
             return ""
-        raise
+        raise notes_failure(repo, exc) from None
 
 
 def write_note(repo: git.Repo, commit: str, text: str) -> None:
@@ -75,26 +75,47 @@ def write_note(repo: git.Repo, commit: str, text: str) -> None:
             pass
         return
     blob = store_blob(repo, text.encode("utf-8"))
-    repo.git.notes("--ref", NOTES_REF, "add", "-f", "-C", blob, commit)
+    try:
+        repo.git.notes("--ref", NOTES_REF, "add", "-f", "-C", blob, commit)
+    except git.GitCommandError as exc:
+        raise notes_failure(repo, exc) from None
 
 
 def dump_event(event: dict) -> str:
     return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
 
 
-def read_all_events(repo: git.Repo, root: Path) -> dict[str, list[dict]]:
+def _note_text(blob: bytes, commit: str) -> str:
+    try:
+        return blob.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LineageError(f"lineage note on commit {commit[:12]} is not UTF-8 text; {repair_hint(commit)}") from None
+
+
+def read_all_events(repo: git.Repo, root: Path, *, errors: list[LineageError] | None = None,
+                    sources: dict[str, set[str]] | None = None) -> dict[str, list[dict]]:
     """version -> its events (deduplicated by id, in time order), from every note.
 
     Events are grouped by their `version` field, not by the commit they sit on,
     so an event written before its version's commit moved still counts.
+    A note that does not parse raises LineageError, or, when `errors` is given,
+    is appended there and skipped (so `evo fsck` reports every bad note).
+    `sources`, when given, is filled with version -> the commits its events sit on.
     """
     listing = notes_list(repo)
     blobs = cat_file_batch(root, [blob for blob, _ in listing])
     by_version: dict[str, list[dict]] = {}
-    sources: dict[str, set[str]] = {}
+    sources = {} if sources is None else sources
     seen: set[tuple[str, str]] = set()
     for blob, commit in listing:
-        for event in parse_note(blobs[blob].decode("utf-8"), commit):
+        try:
+            parsed = parse_note(_note_text(blobs[blob], commit), commit)
+        except LineageError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
+            continue
+        for event in parsed:
             key = (event["version"], event["id"])
             if key in seen:
                 continue

@@ -25,12 +25,46 @@ from evo.lineage.gitio import BRANCH_PREFIX, PRUNED_PREFIX, TAG_PREFIX
 SETTINGS_FILE = "evo.yaml"  # evo.settings.SETTINGS_FILE; not imported so reads skip jsonschema
 
 
+def find_workspace_root(start: str | Path) -> Path | None:
+    """The workspace containing `start`, found the way git finds its top level; None outside one.
+
+    Walks up from `start` to the nearest `.git`; a version worktree's `.git` file
+    leads through its `commondir` to the workspace it belongs to. That checkout is
+    the workspace when it holds evo.yaml. Pure file reads, no git process, so every
+    command can call it.
+    """
+    path = Path(start).expanduser().absolute()
+    for folder in (path, *path.parents):
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            top = folder
+        elif dot_git.is_file():
+            try:
+                text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                return None
+            if not text.startswith("gitdir:"):
+                return None
+            gitdir = Path(text[len("gitdir:"):].strip())
+            gitdir = gitdir if gitdir.is_absolute() else folder / gitdir
+            try:
+                common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+            except OSError:
+                common = gitdir.resolve()
+            top = common.parent if common.name == ".git" else folder
+        else:
+            continue
+        return top if (top / SETTINGS_FILE).is_file() else None
+    return None
+
+
 class Lineage(CheckoutMixin):
     """Versions, their git refs and their lineage events in one workspace."""
 
     def __init__(self, root: Path, repo: git.Repo):
         self.root = root
         self.repo = repo
+        self._identity_checked = False
 
     # ----------------------------------------------------------- opening
     @classmethod
@@ -84,9 +118,24 @@ class Lineage(CheckoutMixin):
             raise VersionError(f"{version!r} is not a version name; use v<N>, e.g. v3")
 
     def _unknown(self, version: str, known: list[str] | None = None) -> VersionError:
+        """The error for a version with no ref to read it from, saying how to get it back where it can be."""
+        refs = self._refs()
+        if version not in refs["branch"] and version not in refs["pruned"]:
+            if version in refs["tag"]:
+                return VersionError(f"{version}'s branch evo/{version} is missing (deleted?) although it was promoted "
+                                    f"(tag evo/promoted/{version}); restore it with `evo fsck --repair`")
+            if version in notes.read_all_events(self.repo, self.root):
+                return VersionError(f"{version} has lineage events but neither its branch evo/{version} nor "
+                                    f"refs/evo/pruned/{version} exists; restore it with `evo fsck --repair`")
         known = self.versions() if known is None else known
         shown = ", ".join(known[-8:]) if known else "none"
         return VersionError(f"unknown version {version!r} (known: {shown}); see `evo log`")
+
+    def ensure_identity(self) -> None:
+        """Before the first git write of this instance: a usable commit identity (see gitio.ensure_identity)."""
+        if not self._identity_checked:
+            gitio.ensure_identity(self.repo)
+            self._identity_checked = True
 
     def head(self, version: str) -> str:
         """The commit of `version`: its branch, else its pruned ref, else its promotion tag."""
@@ -124,6 +173,7 @@ class Lineage(CheckoutMixin):
         resolved toward parents[0]); `commit_version` records it as a merge commit.
         """
         self._check_name(version)
+        self.ensure_identity()
         if not 1 <= len(parents) <= 2:
             raise VersionError(f"{version}: a version has one or two parents, got {parents!r}")
         refs = self._refs()
@@ -182,6 +232,7 @@ class Lineage(CheckoutMixin):
         and nothing changed since.
         """
         self._check_name(version)
+        self.ensure_identity()
         head = self.head(version)
         path = self.worktree_path(version)
         already = version in gitio.trailers(gitio.commit_message(self.repo, head), gitio.TRAILER_VERSION)
@@ -213,6 +264,7 @@ class Lineage(CheckoutMixin):
     def append_event(self, version: str, event: dict) -> bool:
         """Validate and append one event to `version`'s note; False if its id is already there."""
         self._check_name(version)
+        self.ensure_identity()
         full = complete_event(version, event)
         check_event(full, source=f"lineage event {full.get('event')!r} for {version}",
                     fix="see evo/schemas/lineage_event.schema.json")

@@ -55,6 +55,7 @@ def _done_on_main(g: git.Git, trailer: str, version: str, since: str | None = No
 
 
 def promote(lin: "Lineage", version: str, reason: str) -> str:
+    lin.ensure_identity()
     rec = lin.record(version)
     tag = f"evo/promoted/{version}"
     if rec.state == "pruned":
@@ -102,7 +103,7 @@ def _merge_into_main(g: git.Git, version: str, head: str, reason: str) -> str:
             g.merge("--abort")
         except git.GitCommandError:
             pass
-        raise WorkspaceError(f"promoting {version} failed and was rolled back: {_first_line(exc)}") from None
+        raise WorkspaceError(f"promoting {version} failed and was rolled back: {gitio.first_line(exc)}") from None
     return gitio.rev(g, "HEAD")
 
 
@@ -121,6 +122,7 @@ def prune(lin: "Lineage", version: str, reason: str) -> str:
 
 
 def revert(lin: "Lineage", version: str, reason: str) -> str:
+    lin.ensure_identity()
     rec = lin.record(version)
     if rec.state == "reverted":
         raise VersionError(f"{version} is already reverted")
@@ -151,7 +153,7 @@ def revert(lin: "Lineage", version: str, reason: str) -> str:
             if conflicted:
                 raise WorkspaceError(f"reverting {version} conflicts with later commits on {MAIN} ({', '.join(conflicted)}); "
                                      "revert the later promotions first; nothing was changed") from None
-            raise WorkspaceError(f"reverting {version} failed and was rolled back: {_first_line(exc)}") from None
+            raise WorkspaceError(f"reverting {version} failed and was rolled back: {gitio.first_line(exc)}") from None
         revert_commit = gitio.rev(g, "HEAD")
     lin.append_event(version, {"event": "reverted", "reason": reason, "commit": revert_commit,
                                "id": f"{version}-reverted-{revert_commit[:12]}"})
@@ -178,12 +180,3 @@ def merge(lin: "Lineage", a: str, b: str, reason: str) -> str:
     lin.append_event(version, {"event": "created", "parents": [a, b], "branch": f"evo/{version}", "commit": commit,
                                "intervention": label, "agent": None, "id": f"{version}-created"})
     return version
-
-
-def _first_line(exc: git.GitCommandError) -> str:
-    text = (exc.stderr or exc.stdout or str(exc)).strip().strip("'").strip()
-    for line in text.splitlines():
-        line = line.strip().removeprefix("stderr:").strip().strip("'")
-        if line:
-            return line
-    return f"git exited with {exc.status}"
