@@ -44,7 +44,7 @@ def main() -> None:
         line += f" -> {head} (promoted) {scores.get(head, float('nan')):.3f}"
     print(line)
     if head != "v0":
-        evo("compare", "-C", str(target), head, "v0")
+        evo("compare", "-C", str(target), "v0", head)
     else:
         print("no version beat v0 in these steps; `evo log` above shows each outcome and interval")
     print(f"\nworkspace: {target}  (try: evo log -C {target}; evo pr -C {target} v1)")

@@ -18,16 +18,36 @@ _COMMAND_MODULES = ("workspace", "train", "harness", "agent", "loop")
 
 
 class EvoGroup(click.Group):
-    """Turns EvoError into a one-line `error: ...` and exit status 1."""
+    """Turns EvoError into a one-line `error: ...` and exit status 1.
+
+    A git command failing where library code did not expect it is also one
+    line (git's own first line and `evo fsck`), not GitPython's multi-line dump.
+    """
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except EvoError as exc:
             raise click.ClickException(str(exc)) from None
+        except Exception as exc:
+            git_error = _git_error_line(exc)
+            if git_error is None:
+                raise
+            raise click.ClickException(git_error) from None
         except KeyboardInterrupt:
             click.echo("interrupted; the run can be resumed by running the same command again", err=True)
             sys.exit(130)
+
+
+def _git_error_line(exc: Exception) -> str | None:
+    import git
+
+    if not isinstance(exc, git.GitCommandError):
+        return None
+    from evo.lineage.gitio import first_line
+
+    command = " ".join(str(part) for part in (exc.command or [])[:3]) if isinstance(exc.command, list) else str(exc.command)
+    return f"`{command}` failed: {first_line(exc)}; run `evo fsck` to check the workspace"
 
 
 @click.group(cls=EvoGroup, context_settings={"help_option_names": ["-h", "--help"]})

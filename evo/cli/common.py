@@ -8,6 +8,14 @@ from typing import Any, Callable
 
 import click
 
+def _workspace_root(_ctx, _param, value: Path) -> Path:
+    """The workspace holding `value` (any subfolder or version worktree of it), as git finds
+    its top level; the path as given when it is in none, so the command names it in its error."""
+    from evo.lineage.store import find_workspace_root
+
+    return find_workspace_root(value) or value
+
+
 workspace_option = click.option(
     "-C",
     "--workspace",
@@ -15,7 +23,8 @@ workspace_option = click.option(
     type=click.Path(file_okay=False, path_type=Path),
     default=".",
     show_default=True,
-    help="Workspace directory.",
+    callback=_workspace_root,
+    help="Workspace directory, or any folder inside it (default: the workspace holding the current folder).",
 )
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")

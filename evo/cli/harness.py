@@ -172,28 +172,36 @@ def register(group):
         emit(diag, as_json, _print_digest)
 
     @group.command("compare")
-    @click.argument("candidate")
     @click.argument("baseline")
+    @click.argument("candidate")
     @workspace_option
     @click.option("-B", "--bootstrap", "B", type=click.IntRange(min=100), default=None,
                   help="Bootstrap resamples (default: evo.yaml search.bootstrap_samples, else 10000).")
     @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
     @json_option
-    def compare_cmd(candidate, baseline, workspace, B, seed, as_json):
+    def compare_cmd(baseline, candidate, workspace, B, seed, as_json):
         """Paired comparison of CANDIDATE against BASELINE on their common validation tasks.
 
-        Delta Avg@k with a stratified paired-bootstrap 95% interval, a two-sided
-        Wilcoxon p-value, per-stratum deltas and the outcome class (improvement,
-        regression, mixed, insufficient). Each argument is a version or a run folder.
+        Old first, then new, as in `evo diff`: `evo compare v0 v2` asks whether v2
+        improved on v0. Delta (CANDIDATE - BASELINE) Avg@k with a stratified
+        paired-bootstrap 95% interval, a two-sided Wilcoxon p-value, per-stratum
+        deltas and the outcome class (improvement, regression, mixed,
+        insufficient). Each argument is a version or a run folder.
         """
         from evo.harness.compare import compare_runs
         from evo.harness.stats import DEFAULT_B
         from evo.recipe import get_path
 
-        a, b = _resolve(candidate, workspace), _resolve(baseline, workspace)
+        a, b = _resolve(candidate, workspace), _resolve(baseline, workspace)  # compare_runs(child, parent)
         if B is None:
             B = int(get_path(a.settings, "search.bootstrap_samples", DEFAULT_B))
-        emit(compare_runs(a.run_dir, b.run_dir, B=B, seed=seed), as_json, _print_comparison)
+        result = compare_runs(a.run_dir, b.run_dir, B=B, seed=seed)
+
+        def render(r):
+            _console().print(f"[bold]{candidate}[/] (candidate) vs [bold]{baseline}[/] (baseline)")
+            _print_comparison(r)
+
+        emit(result, as_json, render)
 
     @group.command("backtest")
     @click.argument("target")

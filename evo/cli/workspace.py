@@ -248,7 +248,12 @@ def register(group):
     @workspace_option
     @json_option
     def diff_cmd(a: str, b: str, workspace: Path, as_json):
-        """Compare two versions: recipe changes, harness diff stat, metric deltas."""
+        """Compare versions A (old) and B (new): recipe changes, harness diff stat, metric deltas.
+
+        Old first, then new, as in `evo compare`. Recipe values are the effective
+        ones (schema defaults filled in), so a key B sets explicitly shows the
+        value A really trained with, not None.
+        """
         from evo.lineage import Lineage
 
         data = Lineage.open(workspace).diff(a, b)
@@ -277,6 +282,48 @@ def register(group):
                     out.print(f"judged {name}: {m['outcome'][name]}  {headline_text(m['headline'][name])}", markup=False)
 
         emit(data, as_json, render)
+
+    @group.command("fsck")
+    @click.option("--repair", "do_repair", is_flag=True,
+                  help="Apply the safe repairs: restore deleted branches, pruned refs and tags from the lineage, the notes "
+                       "ref from its reflog; remove orphan worktrees and half-made versions; commit memory a killed step left.")
+    @click.option("--quick", is_flag=True,
+                  help="Hash only the promoted head's artifacts (what `evo step` checks); sizes are checked for all.")
+    @workspace_option
+    @json_option
+    def fsck_cmd(do_repair: bool, quick: bool, workspace: Path, as_json: bool):
+        """Check that refs, notes, journal, worktrees, artifacts and main agree.
+
+        Prints one line per problem with the command that fixes it, and exits
+        with status 1 while any remains. Every recorded artifact is checked for
+        presence, size and sha256 (--quick: sha256 for the promoted head's only).
+        """
+        from evo.lineage import Lineage, fsck, workspace_lock
+
+        hashes = "head" if quick else "all"
+        root = Lineage.open(workspace).root
+        if do_repair:
+            repaired, problems = fsck.repair(root, hashes=hashes)
+        else:
+            with workspace_lock(root, "evo fsck"):
+                repaired, problems = [], fsck.check(root, hashes=hashes)
+        data = {"workspace": str(root), "ok": not problems, "repaired": repaired,
+                "problems": [p.to_dict() for p in problems]}
+
+        def render(d):
+            for line in d["repaired"]:
+                click.echo(f"repaired: {line}")
+            for p in problems:
+                click.echo(f"{p.kind}: {p.line}")
+            if not problems:
+                click.echo("ok: refs, notes, journal, worktrees, artifacts and main agree")
+            else:
+                safe = sum(p.repairable for p in problems)
+                click.echo(f"{len(problems)} problem(s)" + (f", {safe} repaired by `evo fsck --repair`" if safe else ""))
+
+        emit(data, as_json, render)
+        if problems:
+            raise SystemExit(1)
 
     def transition(name: str, doc: str, two: bool = False):
         def run(workspace: Path, reason: str, versions: tuple[str, ...]):

@@ -42,11 +42,11 @@ def test_analyze_loads_extra_analyzer_folder(runs, tmp_path):
 
 def test_compare_reports_outcome_and_interval(runs):
     child, parent = runs
-    out = json.loads(invoke("compare", child, parent, "-B", 1000, "--json").output)
+    out = json.loads(invoke("compare", parent, child, "-B", 1000, "--json").output)  # baseline, then candidate
     assert out["outcome"] == "improvement"
     assert out["delta"] == pytest.approx(0.5) and out["n_tasks"] == 12 and out["k"] == 4 and out["B"] == 1000
-    human = invoke("compare", parent, child)
-    assert human.exit_code == 0 and human.output.startswith("regression")
+    human = invoke("compare", child, parent)
+    assert human.exit_code == 0 and human.output.splitlines()[1].startswith("regression")
 
 
 def test_backtest_with_change_file(runs, tmp_path):
@@ -107,6 +107,6 @@ def test_workspace_versions_lineage_and_tampering_audit(tmp_path, art):
     assert diag["audits"]["vetoed"] is True
     assert diag["audits"]["vetoes"][0]["evidence"]["paths"] == ["data/validation/extra.jsonl"]
     assert diag["metrics"]["behavior/truncated_frac"] == 0.777  # the version's own analyzer overrides the built-in
-    cmp = json.loads(invoke("compare", "v1", "v0", "-C", ws, "--json").output)
+    cmp = json.loads(invoke("compare", "v0", "v1", "-C", ws, "--json").output)
     assert cmp["outcome"] == "improvement"  # vetoes are separate from the outcome class
     assert cmp["delta"] == pytest.approx(0.5)
