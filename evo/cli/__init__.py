@@ -14,7 +14,7 @@ import click
 
 from evo.errors import EvoError
 
-_COMMAND_MODULES = ("workspace", "train", "harness", "agent", "loop")
+_COMMAND_MODULES = ("workspace", "train", "harness", "agent", "loop", "report")
 
 
 class EvoGroup(click.Group):

@@ -46,6 +46,8 @@ def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
     rec = records[version]
     created = rec.last("created") or {}
     manifest = created.get("intervention") or {}
+    if isinstance(manifest, str):  # `evo merge` records a label ("merge of v1 and v3"), not a manifest
+        manifest = {"factor": manifest}
     harness = created.get("harness_revision")
     judged = rec.last("judged") or {}
     backtested = rec.last("backtested")
@@ -53,7 +55,7 @@ def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
 
     lines = [f"## {version}: {manifest.get('factor', 'baseline')}", ""]
     lines += [f"- parent: `{parent or '-'}` · state: **{rec.state}** · agent: {created.get('agent', '-')}"]
-    if manifest:
+    if manifest.get("kind"):
         lines += [
             f"- kind: {manifest.get('kind')} · change: {manifest.get('change', '-')}"
             + (f" · skill: `{manifest['skill']}`" if manifest.get("skill") else ""),
