@@ -37,6 +37,10 @@ class HarnessError(EvoError):
     """The diagnostic harness could not run (a broken analyzer is a finding, not this)."""
 
 
+class SandboxUnavailable(EvoError):
+    """bubblewrap is missing or cannot create the namespaces a jail needs on this machine."""
+
+
 class AgentError(EvoError):
     """A trainer agent failed or produced an invalid candidate."""
 

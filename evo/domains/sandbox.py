@@ -1,54 +1,69 @@
-"""Run untrusted Python (a policy's program, a toy repository's tests) contained.
+"""Run untrusted Python (a policy's program, a toy repository's tests) in a jail, judged from outside.
 
-Every run gets a fresh temporary folder (removed afterwards) and a child
-``python -I -S`` whose bootstrap (`sandbox_child.py`) sets the limits and an
-audit hook before the program starts. Layers, each used where the machine
-allows it (`isolation()` says which):
+Every run gets fresh temporary folders (removed afterwards) and ``python -I -S``
+children whose bootstrap (`sandbox_child.py`) sets the limits and an audit hook
+before any untrusted code starts.
 
-- kernel: ``unshare`` network + PID + mount namespaces (no network device; the
-  program is reaped with its namespace; /proc shows only the sandbox), or where
-  those are missing and we are root, a pids cgroup (caps live processes, lists
-  them for the kill); rlimits: CPU seconds, address space, file size, open
-  files, processes (RLIMIT_NPROC binds non-root users only), no core dumps.
-  The cgroup is not combined with the namespaces by default because creating
-  namespaces from inside a v1 cgroup costs ~20 ms a run (measured), which would
-  halve throughput; `Sandbox(use_cgroup=True)` asks for both;
-- interpreter: the audit hook (writes outside the folder, reads of the task
-  data, sockets, exec, fork budget, foreign signals, ctypes, rlimit changes);
-- parent: a wall-clock deadline after which the whole process group (and
-  cgroup) is SIGKILLed, stdout/stderr capped (the child is killed past the cap),
-  a scrubbed environment (PATH, LANG, HOME=TMPDIR=the folder), stdin-only
-  delivery of tests so no test file ever exists on disk.
+The boundary is an `evo.confine` jail per child (bubblewrap; `isolation()`
+says what this machine grants): a private root holding only ``/usr``, the
+interpreter and its standard library read-only and the child's own folder
+writable, an empty size-capped ``/tmp``, no network device, a fresh PID
+namespace (whatever the program forks dies with it), uid 65534 without any
+capability. Task files are simply not there (and where a bound folder holds
+them, such as the installed package's sample data, they are hidden), nor is
+anything else of the host: no other user's files, no ``/etc``, no logs.
 
-This is containment for RL rollouts on a trusted machine, not a security
-boundary against kernel exploits; run untrusted production code in a VM.
+Verdicts are decided outside the program's process:
+
+- ``script``: the program reads stdin; the *parent* compares its stdout;
+- ``asserts`` / ``tests``: the program runs in one jailed process (the
+  server), the tests in another (the judge) against proxies of the program's
+  names, with only plain literal values crossing back (`sandbox_rpc`). The
+  parent takes verdicts from the judge's events pipe only, a pipe the program's
+  process never holds; the program never sees the tests (assert snippets reach
+  the judge on stdin, test files sit in the judge's folder).
+
+Limits (`SandboxLimits`) per child: rlimits set by the bootstrap (CPU seconds,
+address space, file size, open files, processes, no core dumps), the process
+budget also counted by the audit hook inside the PID namespace, a wall-clock
+deadline after which the parent kills every jail and waits until its namespace
+is empty, stdout/stderr capped (the run is killed past the cap), and a scrubbed
+environment (PATH, LANG, HOME=TMPDIR=the folder).
+
+Without bubblewrap, or where it cannot create namespaces, the children run as
+plain processes in their own sessions with the same limits, audit hook and
+two-process verdicts, and a warning says once that this is containment, not a
+boundary (`.ci/run` installs bubblewrap).
 """
 
 from __future__ import annotations
 
-import ast
+import logging
 import os
-import selectors
+import py_compile
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.util import cache_from_source
 from pathlib import Path
 
-from evo.errors import ConfigError, TrainError
+from evo import confine
+from evo.domains.sandbox_watch import Child, kill_session, watch
+from evo.errors import ConfigError, SandboxUnavailable, TrainError
 
-_CHILD_SOURCE_PATH = Path(__file__).with_name("sandbox_child.py")
-_CGROUP_PIDS_ROOT = Path("/sys/fs/cgroup/pids")
+_HERE = Path(__file__).parent
+_BOOTSTRAP = (_HERE / "sandbox_child.py", _HERE / "sandbox_rpc.py")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-run limits. `max_processes` counts every live process of the run."""
+    """Per-run limits (each child gets them). `max_processes` counts every live process of a child."""
 
     cpu_seconds: float = 2.0
     wall_seconds: float = 5.0
@@ -79,7 +94,7 @@ class SandboxResult:
     stderr: str
     errors: list[str] = field(default_factory=list)  # why it failed: timeout, cpu_limit, write_blocked, ...
     blocked: list[dict] = field(default_factory=list)  # audit-hook events: {"what", "detail"}
-    results: list[dict] = field(default_factory=list)  # test verdicts (asserts / tests modes)
+    results: list[dict] = field(default_factory=list)  # the judge's verdicts (asserts / tests modes)
     wall_s: float = 0.0
 
     @property
@@ -89,105 +104,47 @@ class SandboxResult:
 
 @lru_cache(maxsize=1)
 def isolation() -> dict:
-    """Which kernel layers this machine grants; probed once per process."""
-    unshare = shutil.which("unshare")
-    prefix: list[str] = []
-    if unshare:
-        base = [unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
-        for candidate in (base, [unshare, "--map-root-user"] + base[1:]):
-            try:
-                probe = subprocess.run(candidate + ["true"], capture_output=True, timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            if probe.returncode == 0:
-                prefix = candidate
-                break
-    cgroup = os.geteuid() == 0 and _CGROUP_PIDS_ROOT.is_dir() and os.access(_CGROUP_PIDS_ROOT, os.W_OK)
-    # the pids cgroup is joined by a /bin/sh wrapper before unshare, so nothing escapes it
-    return {"namespaces": bool(prefix), "unshare_prefix": prefix, "pids_cgroup": cgroup,
-            "rlimit_nproc": os.geteuid() != 0}
+    """What this machine grants, probed once: the jail, and the host uid programs run as."""
+    try:
+        uid = confine.owner(confine.Jail())[0]
+        jail, reason = True, ""
+    except SandboxUnavailable as exc:
+        uid, jail, reason = os.getuid(), False, str(exc)
+        _log.warning("sandbox: no jail on this machine, so programs run as plain processes (limits and audit "
+                     "hook only, no filesystem boundary): %s", reason)
+    return {"jail": jail, "runs_as_uid": uid, "reason": reason}
+
+
+@lru_cache(maxsize=1)
+def _bootstrap_paths() -> tuple[str, ...]:
+    """The bootstrap sources and their compiled .pyc (compiled here once, since the jail is read-only)."""
+    paths = []
+    for source in _BOOTSTRAP:
+        cached = Path(cache_from_source(str(source)))
+        try:
+            if not cached.exists() or cached.stat().st_mtime < source.stat().st_mtime:
+                py_compile.compile(str(source), cfile=str(cached), doraise=True)
+        except (OSError, py_compile.PyCompileError):
+            pass  # a read-only install: the child compiles in memory, a little slower
+        paths += [str(source)] + ([str(cached)] if cached.exists() else [])
+    return tuple(paths)
 
 
 def _child_launcher() -> str:
-    """The -c code: import the bootstrap from our folder (its .pyc is cached there)."""
-    return (f"import sys; sys.path.append({str(_CHILD_SOURCE_PATH.parent)!r}); "
+    """The -c code: import the bootstrap from our folder (its .pyc is bound beside it)."""
+    return (f"import sys; sys.path.append({str(_HERE)!r}); "
             "import sandbox_child; sandbox_child.start()")
 
 
-def _user_process_count() -> int:
-    uid = os.getuid()
+def _user_process_count(uid: int) -> int:
     count = 0
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    count += 1
+                count += os.stat(f"/proc/{name}").st_uid == uid
             except OSError:
                 pass
     return count
-
-
-def _make_cgroup(max_processes: int) -> Path | None:
-    path = _CGROUP_PIDS_ROOT / f"evo-sandbox-{uuid.uuid4().hex[:12]}"
-    try:
-        path.mkdir()
-        (path / "pids.max").write_text(str(max_processes + 1))  # +1: the namespace's init
-    except OSError:
-        shutil.rmtree(path, ignore_errors=True)
-        return None
-    return path
-
-
-def _cgroup_pids(path: Path) -> list[int]:
-    try:
-        return [int(x) for x in (path / "cgroup.procs").read_text().split()]
-    except OSError:
-        return []
-
-
-def _remove_cgroup(path: Path) -> None:
-    for _ in range(200):  # killed processes leave the cgroup a moment after SIGKILL
-        for pid in _cgroup_pids(path):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            path.rmdir()
-            return
-        except OSError:
-            time.sleep(0.005)
-
-
-def _reap(proc, block: bool = False) -> tuple[int | None, float]:
-    """(exit code or None, CPU seconds of the reaped process tree), via wait4 for its rusage."""
-    if proc.returncode is not None:
-        return proc.returncode, getattr(proc, "evo_cpu_s", 0.0)
-    try:
-        pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
-    except ChildProcessError:
-        return proc.wait(), 0.0
-    if pid == 0:
-        return None, 0.0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    proc.evo_cpu_s = usage.ru_utime + usage.ru_stime
-    return proc.returncode, proc.evo_cpu_s
-
-
-def _session_members(sid: int) -> list[int]:
-    """Live (non-zombie) processes of session `sid`."""
-    members = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != b"Z":  # fields: state, ppid, pgrp, session, ...
-            members.append(int(name))
-    return members
 
 
 def _safe_relpath(name: str) -> str:
@@ -198,20 +155,17 @@ def _safe_relpath(name: str) -> str:
 
 
 class Sandbox:
-    """Runs programs under `limits`; thread-safe (each run owns its folder and pipes)."""
+    """Runs programs under `limits`; thread-safe (each run owns its folders and pipes)."""
 
     def __init__(self, limits: SandboxLimits | None = None, *, deny_read: tuple[str, ...] = (),
-                 use_cgroup: bool | None = None, site_packages: bool = False):
-        """`deny_read`: paths the program may not read (task data). `use_cgroup`:
-        None = a pids cgroup only where namespaces are missing; True = always
-        when available; False = never. `site_packages`: let programs import the
-        installed packages (numpy, sympy) at the cost of a slower start; by
+                 site_packages: bool = False):
+        """`deny_read`: paths the program may not read (task data): absent from the jail, hidden where a
+        bound folder holds them, and reported as ``read_blocked`` when tried. `site_packages`: let
+        programs import the installed packages (numpy, sympy) at the cost of a slower start; by
         default they get the standard library only (``python -I -S``)."""
         self.limits = limits or SandboxLimits()
         self.site_packages = bool(site_packages)
         self.deny_read = tuple(str(Path(p).resolve()) for p in deny_read)
-        iso = isolation()
-        self.use_cgroup = iso["pids_cgroup"] and (not iso["namespaces"] if use_cgroup is None else use_cgroup)
 
     # ---- convenience wrappers -------------------------------------------------
     def run_script(self, source: str, stdin: str = "") -> SandboxResult:
@@ -219,207 +173,165 @@ class Sandbox:
         return self.run({"solution.py": source}, mode="script", stdin=stdin)
 
     def run_asserts(self, source: str, tests: list[str]) -> SandboxResult:
-        """Exec `source`, then each assert snippet; `results[i]["passed"]` per snippet."""
+        """Load `source`, then judge each assert snippet against it; `results[i]["passed"]` per snippet."""
         return self.run({"solution.py": source}, mode="asserts", payload={"tests": list(tests)})
 
     def run_test_files(self, files: dict[str, str], test_files: list[str]) -> SandboxResult:
-        """Import each of `test_files` (paths within `files`) and call its tests."""
+        """Judge the tests in `test_files` (paths within `files`) against the other files."""
         return self.run(files, mode="tests", payload={"test_files": list(test_files)})
 
     # ---- the one real entry point --------------------------------------------
     def run(self, files: dict[str, str], *, mode: str = "script", stdin: str = "",
             payload: dict | None = None, entry: str = "solution.py") -> SandboxResult:
-        """Write `files` into a fresh folder, run `entry` in `mode`, clean up, report."""
+        """Write `files` into fresh folders, run `entry` in `mode`, clean up, report."""
         if mode not in ("script", "asserts", "tests"):
             raise ConfigError(f"sandbox: mode {mode!r} is not one of script, asserts, tests")
-        iso = isolation()
-        limits = self.limits
-        workdir = tempfile.mkdtemp(prefix="evo-sbx-")
-        cgroup = _make_cgroup(limits.max_processes) if self.use_cgroup else None
-        nonce = uuid.uuid4().hex
+        payload = payload or {}
         started = time.monotonic()
+        folders: list[str] = []
+        children: list[Child] = []
         try:
-            for name, content in files.items():
-                target = Path(workdir, _safe_relpath(name))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(content, encoding="utf-8")
             if mode == "script":
-                stdin_bytes = stdin.encode()
+                program = self._folder(folders, files)
+                children.append(self._launch("program", program, {"mode": "script", "entry": entry}, stdin.encode()))
             else:
-                stdin_bytes = repr({**(payload or {}), "nonce": nonce}).encode()
-            events_r, events_w = os.pipe()
-            cfg = {
-                "workdir": workdir, "mode": mode, "entry": entry, "events_fd": events_w,
-                "cgroup": str(cgroup) if cgroup else None, "deny_read": list(self.deny_read),
-                "pidns_proc": iso["namespaces"],
-                "nproc": _user_process_count() + limits.max_processes if iso["rlimit_nproc"] else None,
-                "limits": {"cpu_seconds": limits.cpu_seconds, "memory_mb": int(limits.memory_mb),
-                           "max_processes": int(limits.max_processes),
-                           "max_file_bytes": int(limits.max_file_bytes),
-                           "max_open_files": int(limits.max_open_files)},
-            }
-            flags = ["-I"] if self.site_packages else ["-I", "-S"]
-            argv = iso["unshare_prefix"] + [sys.executable, *flags, "-c", _child_launcher(), repr(cfg)]
-            if cgroup:  # join before anything forks; the child only reads pids.current
-                argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup)] + argv
-            env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
-                   "PYTHONIOENCODING": "utf-8"}
-            try:
-                proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, cwd=workdir, env=env,
-                                        pass_fds=(events_w,), start_new_session=True)
-            except OSError as exc:
-                os.close(events_r)
-                raise TrainError(f"sandbox: cannot start {argv[0]} ({exc}); check that Python and unshare run here") from None
-            finally:
-                os.close(events_w)
-            out, err, events, why = self._communicate(proc, stdin_bytes, events_r, started)
-            self._kill_all(proc, cgroup)
-            returncode, cpu_s = _reap(proc, block=True)
-            return self._report(returncode, out, err, events, why, nonce, time.monotonic() - started, cpu_s)
+                children += self._launch_pair(folders, files, mode, payload, entry)
+            why = watch(children, self.limits, started)
+            for child in children:
+                self._finish(child)
+            return self._report(children, why, time.monotonic() - started)
         finally:
-            if cgroup:
-                _remove_cgroup(cgroup)
-            shutil.rmtree(workdir, ignore_errors=True)
+            for child in children:
+                self._finish(child)
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
 
     # ---- internals ------------------------------------------------------------
-    def _communicate(self, proc, stdin_bytes: bytes, events_r: int, started: float):
-        """Feed stdin, drain stdout/stderr/events under caps and the wall deadline.
-
-        Stops at EOF on every reader, at the deadline ("timeout"), past the output
-        cap ("output_limit"), or once the main process has exited (children it
-        left behind may hold the pipes open; they are killed next).
-        """
-        cap = self.limits.max_output_bytes
-        deadline = started + self.limits.wall_seconds
-        bufs = {"out": bytearray(), "err": bytearray(), "events": bytearray()}
-        caps = {"out": cap, "err": cap, "events": 4 * 1024 * 1024}
-        events_file = os.fdopen(events_r, "rb", buffering=0)
-        readers = {proc.stdout: "out", proc.stderr: "err", events_file: "events"}
-        for stream in (proc.stdin, *readers):
-            os.set_blocking(stream.fileno(), False)
-        sel = selectors.DefaultSelector()
-        for stream, name in readers.items():
-            sel.register(stream, selectors.EVENT_READ, name)
-        pending = memoryview(stdin_bytes)
-        if pending:
-            sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
-        else:
-            proc.stdin.close()
-        why = None
-
-        def read_from(stream, name) -> str:
-            """Read what is there: "data", "empty" (would block) or "eof". Sets `why` past the cap."""
-            nonlocal why
-            try:
-                chunk = stream.read(65536)
-            except BlockingIOError:
-                return "empty"
-            if chunk is None:
-                return "empty"
-            if not chunk:
-                return "eof"
-            bufs[name] += chunk
-            if len(bufs[name]) > caps[name]:
-                del bufs[name][caps[name]:]
-                why = why or ("output_limit" if name != "events" else "event_flood")
-            return "data"
-
+    def _launch_pair(self, folders, files, mode, payload, entry) -> list[Child]:
+        """The server (the program, with every file but the tests) and the judge (the tests only)."""
+        tests = [_safe_relpath(t) for t in payload.get("test_files", [])]
+        program_files = {n: c for n, c in files.items() if _safe_relpath(n) not in tests}
+        judge_files = {n: c for n, c in files.items() if _safe_relpath(n) in tests or not n.endswith(".py")}
+        modules = sorted({_safe_relpath(n).split(os.sep)[0].removesuffix(".py") for n in program_files
+                          if n.endswith(".py")})
+        server_dir, judge_dir = self._folder(folders, program_files), self._folder(folders, judge_files)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
         try:
-            while any(key.data != "in" for key in sel.get_map().values()) and not why:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    why = "timeout"
-                    break
-                for key, _ in sel.select(timeout=min(remaining, 0.05)):
-                    if key.data == "in":
-                        try:
-                            pending = pending[os.write(key.fileobj.fileno(), pending[:65536]):]
-                        except OSError:  # the program closed its stdin early; fine
-                            pending = memoryview(b"")
-                        if not pending:
-                            sel.unregister(key.fileobj)
-                            key.fileobj.close()
-                    elif read_from(key.fileobj, key.data) == "eof":
-                        sel.unregister(key.fileobj)
-                if _reap(proc)[0] is not None:  # drain what the exited program wrote, then stop
-                    for key in list(sel.get_map().values()):
-                        while key.data != "in" and not why and read_from(key.fileobj, key.data) == "data":
-                            pass
-                    break
+            server = self._launch("server", server_dir,
+                                  {"mode": "serve", "entry": entry if mode == "asserts" else None,
+                                   "rpc": (req_r, rep_w)}, b"", (req_r, rep_w))
+            judge_cfg = {"mode": mode, "rpc": (req_w, rep_r), "modules": modules, "test_files": tests}
+            judge_stdin = repr({"tests": list(payload.get("tests", []))}).encode() if mode == "asserts" else b""
+            try:
+                judge = self._launch("judge", judge_dir, judge_cfg, judge_stdin, (req_w, rep_r))
+            except BaseException:
+                self._finish(server)
+                raise
         finally:
-            sel.close()
-            events_file.close()
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                if not stream.closed:
-                    stream.close()
-        return bytes(bufs["out"]), bytes(bufs["err"]), bytes(bufs["events"]), why
+            for fd in (req_r, req_w, rep_r, rep_w):
+                os.close(fd)
+        return [server, judge]
 
-    def _kill_all(self, proc, cgroup: Path | None) -> None:
-        """SIGKILL the session's processes and every cgroup member, and wait until they are gone.
+    def _folder(self, folders: list[str], files: dict[str, str]) -> str:
+        folder = tempfile.mkdtemp(prefix="evo-sbx-")
+        folders.append(folder)
+        for name, content in files.items():
+            target = Path(folder, _safe_relpath(name))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+        return folder
 
-        A run that exits by itself needs none of this (the namespace's init
-        leaves only after the kernel killed the rest). A killed run does: the
-        namespace dies a moment after its init, so we wait for the session
-        (started with `start_new_session`, id = the leader's pid) to empty.
-        """
-        exited = _reap(proc)[0] is not None
+    def _jail(self, folder: str) -> confine.Jail:
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": folder, "TMPDIR": folder,
+               "PYTHONIOENCODING": "utf-8"}
+        return confine.Jail(read_only=_bootstrap_paths(), writable=(folder,), hidden=self.deny_read,
+                            site_packages=self.site_packages, env=env, cwd=folder, as_pid_1=True)
+
+    def _launch(self, role: str, folder: str, cfg: dict, stdin: bytes, fds: tuple = ()) -> Child:
+        jailed = isolation()["jail"]
+        jail = self._jail(folder)
+        uid, gid = confine.owner(jail) if jailed else (os.getuid(), os.getgid())
+        if (uid, gid) != (os.geteuid(), os.getegid()):  # root handing the folder to nobody
+            for path in [folder] + [str(p) for p in Path(folder).rglob("*")]:
+                os.chown(path, uid, gid)
+        limits = self.limits
+        events_r, events_w = os.pipe()
+        cfg = {**cfg, "workdir": folder, "events_fd": events_w, "deny_read": list(self.deny_read),
+               "pidns": jailed,
+               "nproc": _user_process_count(uid) + limits.max_processes if uid != 0 else None,
+               "limits": {"cpu_seconds": limits.cpu_seconds, "memory_mb": int(limits.memory_mb),
+                          "max_processes": int(limits.max_processes), "max_file_bytes": int(limits.max_file_bytes),
+                          "max_open_files": int(limits.max_open_files)}}
+        argv = [sys.executable, "-I", *([] if self.site_packages else ["-S"]), "-c", _child_launcher(), repr(cfg)]
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+                 "pass_fds": (events_w, *fds), "start_new_session": True}
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        deadline = time.monotonic() + 2.0
-        while True:
-            members = _cgroup_pids(cgroup) if cgroup else []
-            if not exited or members:
-                members += _session_members(proc.pid)
-            for pid in members:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            if not members or time.monotonic() > deadline:
-                return
-            time.sleep(0.005)
+            if jailed:
+                proc = confine.popen(argv, jail, **pipes)
+            else:
+                proc = subprocess.Popen(argv, cwd=folder, env=dict(jail.env), **pipes)
+        except OSError as exc:
+            os.close(events_r)
+            raise TrainError(f"sandbox: cannot start {argv[0]} ({exc}); check that Python and bwrap run here") from None
+        finally:
+            os.close(events_w)
+        return Child(role, proc, jailed, stdin, events_r)
 
-    def _report(self, returncode, out: bytes, err: bytes, events: bytes, why, nonce, wall_s,
-                cpu_s: float) -> SandboxResult:
-        result = SandboxResult(returncode=returncode, stdout=out.decode("utf-8", "replace"),
-                               stderr=err.decode("utf-8", "replace"), wall_s=wall_s)
-        exit_signal = -returncode if returncode is not None and returncode < 0 else None
-        for line in events.splitlines():
-            try:
-                event = ast.literal_eval(line.decode("utf-8", "replace"))
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                continue
-            if not isinstance(event, dict):
-                continue
-            kind = event.get("kind")
-            if kind == "blocked":
-                result.blocked.append({"what": event.get("what"), "detail": event.get("detail")})
-            elif kind in ("result", "program_error", "collect_error") and event.get("nonce") == nonce:
-                result.results.append(event)
-            elif kind == "exit":
-                exit_signal = event.get("signal")
-        errors: list[str] = []
-        if why:
-            errors.append(why)
-        # unshare reports a killed child as exit status 1, so the CPU time of the
-        # reaped tree also tells: a program that ignored SIGXCPU met the hard limit
-        if exit_signal == signal.SIGXCPU or (returncode != 0 and cpu_s >= self.limits.cpu_seconds * 0.98):
+    def _finish(self, child: Child) -> None:
+        """Reap `child` (recording whether it ended by itself), kill whatever of it is left."""
+        if child.done:
+            return
+        child.reap()
+        if child.jailed:
+            confine.kill(child.proc)
+        else:
+            kill_session(child.proc)
+        child.proc.wait()
+        child.close()
+
+    def _report(self, children: list[Child], why: str | None, wall_s: float) -> SandboxResult:
+        main = children[-1]  # the program in script mode, the judge otherwise
+        result = SandboxResult(returncode=main.returncode, stdout="".join(c.text("out") for c in children),
+                               stderr="".join(c.text("err") for c in children), wall_s=wall_s)
+        errors = [why] if why else []
+        for child in children:
+            for event in child.events():
+                kind = event.get("kind")
+                if kind == "blocked":
+                    result.blocked.append({"what": event.get("what"), "detail": event.get("detail")})
+                elif kind in ("result", "program_error", "collect_error") and child.role != "server":
+                    result.results.append(event)
+            if child is main or child.ended_by_itself:
+                errors += self._limit_errors(child, killed=bool(why))
+        for event in result.blocked:
+            errors.append(event["what"])
+        if main.returncode not in (0, None) and not errors:
+            errors.append("runtime_error")
+        result.errors = list(dict.fromkeys(errors))
+        return result
+
+    def _limit_errors(self, child: Child, killed: bool) -> list[str]:
+        """Which limit ended `child`, from its exit status, CPU time and last words."""
+        errors = []
+        returncode = child.returncode
+        if child.jailed:  # bwrap reports a program killed by signal N as 128 + N
+            exit_signal = returncode - 128 if returncode is not None and returncode > 128 else None
+        else:
+            exit_signal = -returncode if returncode is not None and returncode < 0 else None
+        if exit_signal == signal.SIGXCPU or (returncode and child.cpu_s >= self.limits.cpu_seconds * 0.98):
             errors.append("cpu_limit")
         elif exit_signal == signal.SIGXFSZ:
             errors.append("file_size_limit")
-        elif exit_signal is not None and not why:
-            errors.append(f"signal_{signal.Signals(exit_signal).name}" if exit_signal in signal.valid_signals() else "killed")
-        if "MemoryError" in result.stderr[-2000:]:
+        elif exit_signal is not None and not killed and child.ended_by_itself:
+            name = signal.Signals(exit_signal).name if exit_signal in signal.valid_signals() else "killed"
+            errors.append(f"signal_{name}" if name != "killed" else name)
+        tail = child.text("err")[-2000:]
+        if "MemoryError" in tail:
             errors.append("memory_limit")
-        if "File too large" in result.stderr[-2000:]:  # Python ignores SIGXFSZ, so the write fails with EFBIG
+        if "File too large" in tail:  # Python ignores SIGXFSZ, so the write fails with EFBIG
             errors.append("file_size_limit")
-        for event in result.blocked:
-            if event["what"] not in errors:
-                errors.append(event["what"])
-        if not errors and returncode not in (0, None):
+        if child.role == "server" and child.ended_by_itself and returncode and not errors:
             errors.append("runtime_error")
-        result.errors = errors
-        return result
+        return errors
+

@@ -1,42 +1,42 @@
 """The code that runs INSIDE a sandboxed child process (never imported by evo).
 
 `evo.domains.sandbox` starts ``python -I -S -c "...; import sandbox_child; sandbox_child.start()"``
-with this folder appended to ``sys.path`` (so the compiled .pyc is reused; the
-folder is taken off the path again before the program runs). It needs nothing
-but the standard library and no file of ours sits in the program's folder.
-``sys.argv[1]`` is the config as a Python literal (the parent writes it with
-`repr`; `json` and `runpy` are avoided because importing them costs more than
-the rest of the start-up). In order, the child:
+in a jail (`evo.confine`) with this folder bound read-only at its own path and
+appended to ``sys.path`` (so the compiled .pyc is reused; the folder is taken off
+the path again before the program runs). It needs nothing but the standard
+library. ``sys.argv[1]`` is the config as a Python literal (the parent writes it
+with `repr`; `json` and `runpy` are avoided because importing them costs more
+than the rest of the start-up). In order, the child:
 
-1. sets its resource limits (CPU, address space, processes, file size, fds, no core);
-2. when it is PID 1 of a fresh PID namespace (the program runs as that PID 1,
-   so when it exits the kernel kills every process it left behind), installs
-   the SIGXCPU handler PID 1 needs for the CPU limit to stop it;
-3. reads the payload (tests, nonce) from stdin where the mode has one, then
+1. sets its resource limits (CPU, address space, processes, file size, fds, no core),
+   and as PID 1 of its namespace a SIGXCPU handler (PID 1 ignores it otherwise);
+2. reads the payload (assert snippets) from stdin where the mode has one, then
    points stdin at /dev/null so the program cannot read what follows;
-4. installs an audit hook (it cannot be removed) that blocks, and reports on the
+3. installs an audit hook (it cannot be removed) that blocks, and reports on the
    events pipe: writes outside the working folder, reads of denied paths
    (the task data), sockets and name lookups, exec / spawn / system, forks past
    the process budget, signals to processes outside the sandbox, native code
    (ctypes imports, but loading libraries, calling foreign functions and
    reading raw memory are blocked; _posixsubprocess.fork_exec, which raises no
    audit event, is replaced and the module cannot be imported afresh; the test
-   C-API modules do not import), rlimit changes, gc and tracing introspection
-   (the nonce lives in this process's memory);
-5. runs the program in one of three modes:
-   ``script`` (``solution.py`` as ``__main__``; stdin is the program's input),
-   ``asserts`` (exec the program, then each assert snippet; one result event per
-   snippet), ``tests`` (import ``test_*.py`` files and call their ``test_*``
-   functions and ``Test*`` class methods; one result event per test).
+   C-API modules do not import), rlimit changes, gc and tracing introspection.
+   Inside the jail this is not the boundary (the jail is); it names what a
+   program tried, so a failed test says ``write_blocked`` rather than
+   ``runtime_error``, and it is the only layer where no jail can be built;
+4. runs in one of four modes:
+   ``script`` (``solution.py`` as ``__main__``; stdin is the program's input);
+   ``serve`` (the program under test: exec ``solution.py``, or make the
+   folder's modules importable, then answer the judge, `sandbox_rpc.serve`);
+   ``asserts`` and ``tests`` (the judge, a separate process that never runs the
+   program's code: each assert snippet, or each ``test_*`` function and
+   ``Test*`` class method of the test files, runs against proxies of the
+   program's names; one result event per test).
 
 Events are lines of Python literals on the inherited events fd: ``{"kind": "blocked", "what":
-reason, "detail": ...}``, ``{"kind": "result", "nonce": n, "test": id, "passed":
-bool, "error": str}``, ``{"kind": "exit", "signal": n}``. Result events carry the
-nonce the parent sent on stdin, so a program cannot forge a pass by printing one
-unless it first digs the nonce out of this process's memory (the hook blocks
-the gc walkers; walking frames stays possible). That is containment, not a
-proof of honesty: where a program may be adversarial, prefer stdin/stdout tests,
-which the parent judges and the program never sees.
+reason, "detail": ...}``, ``{"kind": "result", "test": id, "passed": bool, "error": str}``,
+``{"kind": "program_error", ...}``, ``{"kind": "collect_error", ...}``. The parent
+takes verdicts from the judge's events pipe only, which the program's process
+never holds.
 """
 
 import os
@@ -46,6 +46,7 @@ if __name__ == "sandbox_child":  # started by the sandbox, not imported as evo.d
     CFG = eval(sys.argv[1], {"__builtins__": {}})  # a dict literal written by the parent
     EVENTS_FD = CFG["events_fd"]
     WORKDIR = os.path.realpath(CFG["workdir"])
+    sandbox_rpc = None  # imported by start() in the two-process modes
 
 
 def emit(obj):
@@ -76,24 +77,23 @@ def set_limits():
 
 
 def handle_cpu_limit_as_pid1():
-    """As PID 1 of a fresh namespace the program ignores default-action signals,
-    SIGXCPU included, so the CPU soft limit needs a handler (the hard limit's
-    SIGKILL is forced by the kernel and needs none). Running the program itself
-    as PID 1, rather than under a tiny init, saves a fork per run (measured ~15%
-    of a run); its exit still makes the kernel kill everything it left behind."""
+    """The program runs as PID 1 of its namespace (bwrap --as-pid-1: one fork fewer per run,
+    and the parent's wait4 then sees its CPU time), and PID 1 ignores default-action
+    signals, SIGXCPU included, so the CPU soft limit needs a handler (the hard limit's
+    SIGKILL is forced by the kernel and needs none). Its exit still makes the kernel
+    kill everything it left behind."""
     if os.getpid() != 1:
         return
     import _signal  # not `signal`: that imports enum, which costs more than the rest of start-up
 
     def on_cpu_limit(signum, frame):
-        emit({"kind": "exit", "signal": signum})
         os._exit(128 + signum)
 
     _signal.signal(_signal.SIGXCPU, on_cpu_limit)
 
 
 def read_payload():
-    if CFG["mode"] == "script":
+    if CFG["mode"] != "asserts":
         return {}
     chunks = []
     while True:
@@ -112,8 +112,7 @@ def install_guard():
 
     deny = [os.path.realpath(p) for p in CFG.get("deny_read", [])]
     max_procs = CFG["limits"]["max_processes"]
-    cgroup = CFG.get("cgroup")
-    pidns = CFG.get("pidns_proc", False)
+    pidns = CFG.get("pidns", False)
     my_sid = os.getsid(0)
     state = _thread._local()
     blocked_imports = {"_posixsubprocess", "_testcapi", "_testinternalcapi",
@@ -154,15 +153,17 @@ def install_guard():
         return rp is not None and any(rp == d or rp.startswith(d + os.sep) for d in deny)
 
     def live_processes():
-        if cgroup:
-            fd = os.open(os.path.join(cgroup, "pids.current"), os.O_RDONLY)
-            try:
-                return int(os.read(fd, 64))
-            finally:
-                os.close(fd)
-        if pidns:
-            return sum(1 for name in os.listdir("/proc") if name.isdigit())  # /proc shows only the namespace
-        return 0  # RLIMIT_NPROC is the limit here
+        if pidns:  # /proc shows only the namespace
+            return sum(1 for name in os.listdir("/proc") if name.isdigit())
+        count = 0  # no jail: the members of our session (RLIMIT_NPROC also binds a non-root user)
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as fh:
+                        count += int(fh.read().rsplit(b")", 1)[1].split()[3]) == my_sid
+                except (OSError, ValueError, IndexError):
+                    pass
+        return count
 
     def same_session(pid):
         try:
@@ -236,6 +237,16 @@ def install_guard():
         block("exec_blocked", "_posixsubprocess.fork_exec")
 
     _posixsubprocess.fork_exec = fork_exec
+    # RLIMIT_NPROC may refuse a fork before our own count does: name it the same way
+    real_fork = os.fork
+
+    def fork():
+        try:
+            return real_fork()
+        except BlockingIOError as exc:
+            block("process_limit", f"{max_procs} processes ({exc.strerror})", BlockingIOError)
+
+    os.fork = fork
     sys.addaudithook(hook)
 
 
@@ -250,44 +261,81 @@ def run_script(payload):
     exec(code, main.__dict__)
 
 
-def run_asserts(payload):
+def run_server(payload):
+    """The program under test: load it, then answer the judge until it hangs up."""
     import traceback
 
-    nonce = payload.get("nonce")
-    tests = payload.get("tests", [])
-    namespace = {"__name__": "solution", "__builtins__": __builtins__}
-    source_path = os.path.join(WORKDIR, CFG.get("entry", "solution.py"))
-    with open(source_path, encoding="utf-8") as fh:
-        source = fh.read()
+    names = None
+    if CFG.get("entry"):  # asserts: one file whose globals the tests see
+        path = os.path.join(WORKDIR, CFG["entry"])
+        module = type(sys)("solution")
+        module.__file__ = path
+        sys.modules["solution"] = module
+        failed = []
+        try:
+            with open(path, "rb") as fh:
+                exec(compile(fh.read(), path, "exec"), module.__dict__)
+        except BaseException as exc:  # every test fails; the judge reports why
+            failed.append(exc)
+            traceback.print_exc()
+
+        def names():
+            if failed:
+                raise failed[0]
+            return dict(vars(module))
+    else:  # tests: the folder's modules, imported when the judge asks
+        sys.path.insert(0, WORKDIR)
+    sandbox_rpc.serve(CFG["rpc"][0], CFG["rpc"][1], names)
+
+
+def _describe(exc):
+    import traceback
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"[:300]
+
+
+def judge_asserts(payload):
+    """Each assert snippet against the program's names (proxies); one verdict per snippet."""
+    import builtins
+
+    link = sandbox_rpc.Link(CFG["rpc"][0], CFG["rpc"][1])
     try:
-        exec(compile(source, source_path, "exec"), namespace)
-    except BaseException as exc:  # the program itself failed: every test fails
-        emit({"kind": "program_error", "nonce": nonce, "error": f"{type(exc).__name__}: {exc}"[:300]})
-        traceback.print_exc()
-        raise SystemExit(1)
-    for i, snippet in enumerate(tests):
+        names = sandbox_rpc.program_names(link)
+    except BaseException as exc:
+        emit({"kind": "program_error", "error": f"{type(exc).__name__}: {exc}"[:300]})
+        return
+    namespace = {"__name__": "tests", "__builtins__": builtins, **names}
+    for i, snippet in enumerate(payload.get("tests", [])):
         try:
             exec(compile(snippet, f"<test {i}>", "exec"), namespace)
-            emit({"kind": "result", "nonce": nonce, "test": i, "passed": True, "error": ""})
+            emit({"kind": "result", "test": i, "passed": True, "error": ""})
         except BaseException as exc:
-            emit({"kind": "result", "nonce": nonce, "test": i, "passed": False,
-                  "error": f"{type(exc).__name__}: {exc}"[:300]})
+            emit({"kind": "result", "test": i, "passed": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
 
 
-def run_tests(payload):
-    """A pytest-shaped runner for the toy SWE repositories (module-level and class tests)."""
-    import importlib
-    import traceback
+def judge_tests(payload):
+    """A pytest-shaped runner for the toy SWE repositories (module-level and class tests).
 
-    nonce = payload.get("nonce")
+    The test files live in this process's folder; every module of the program
+    (`CFG["modules"]`, the top-level names of its files) imports as a proxy.
+    """
+    import importlib.util
+
+    link = sandbox_rpc.Link(CFG["rpc"][0], CFG["rpc"][1])
+    sys.meta_path.insert(0, sandbox_rpc.ProgramModules(link, CFG["modules"]))
     sys.path.insert(0, WORKDIR)
     sys.argv = ["tests"]
-    for rel in payload.get("test_files", []):
+    for rel in CFG["test_files"]:
         module_name = rel[:-3].replace("/", ".")
         try:
-            module = importlib.import_module(module_name)
+            spec = importlib.util.spec_from_file_location(module_name, os.path.join(WORKDIR, rel))
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
         except BaseException as exc:
-            emit({"kind": "collect_error", "nonce": nonce, "file": rel, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            emit({"kind": "collect_error", "file": rel, "error": _describe(exc)})
             continue
         cases = []
         for name, obj in sorted(vars(module).items()):
@@ -302,12 +350,9 @@ def run_tests(payload):
                     getattr(case[0](), case[1])()
                 else:
                     case()
-                emit({"kind": "result", "nonce": nonce, "test": test_id, "passed": True, "error": ""})
+                emit({"kind": "result", "test": test_id, "passed": True, "error": ""})
             except BaseException as exc:
-                tb = traceback.extract_tb(exc.__traceback__)
-                where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-                emit({"kind": "result", "nonce": nonce, "test": test_id, "passed": False,
-                      "error": f"{type(exc).__name__}: {exc}{where}"[:300]})
+                emit({"kind": "result", "test": test_id, "passed": False, "error": _describe(exc)})
 
 
 def main():
@@ -316,11 +361,14 @@ def main():
     payload = read_payload()
     os.chdir(WORKDIR)
     install_guard()
-    {"script": run_script, "asserts": run_asserts, "tests": run_tests}[CFG["mode"]](payload)
+    {"script": run_script, "serve": run_server, "asserts": judge_asserts, "tests": judge_tests}[CFG["mode"]](payload)
 
 
 def start():
-    """Entry point for the launcher: forget this module's import, then run."""
+    """Entry point for the launcher: import what the mode needs, forget our folder, then run."""
+    global sandbox_rpc
+    if CFG["mode"] != "script":
+        import sandbox_rpc
     sys.path.remove(os.path.dirname(os.path.abspath(__file__)))
-    del sys.modules[__name__]  # the program must not find this module's state
+    del sys.modules[__name__]
     main()
