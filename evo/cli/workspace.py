@@ -299,11 +299,12 @@ def register(group):
         presence, size and sha256 (--quick: sha256 for the promoted head's only).
         """
         from evo.lineage import Lineage, fsck, workspace_lock
+        from evo.lineage.repair import repair
 
         hashes = "head" if quick else "all"
         root = Lineage.open(workspace).root
         if do_repair:
-            repaired, problems = fsck.repair(root, hashes=hashes)
+            repaired, problems = repair(root, hashes=hashes)
         else:
             with workspace_lock(root, "evo fsck"):
                 repaired, problems = [], fsck.check(root, hashes=hashes)

@@ -211,3 +211,46 @@ def dirty_paths(g: git.Git) -> list[str]:
 def unmerged_paths(g: git.Git) -> list[str]:
     out = g.diff("--name-only", "--diff-filter=U")
     return sorted(set(out.splitlines()))
+
+
+def rev_or_none(repo: git.Repo, ref: str) -> str | None:
+    """The object `ref` names, None when it does not exist."""
+    try:
+        return repo.git.rev_parse("-q", "--verify", ref)
+    except git.GitCommandError:
+        return None
+
+
+def is_commit(repo: git.Repo, sha: str) -> bool:
+    try:
+        return repo.git.cat_file("-t", sha) == "commit"
+    except git.GitCommandError:
+        return False
+
+
+def good_notes_commit(repo: git.Repo, *, skip: str | None = None) -> str | None:
+    """The newest value of the notes ref, from its reflog file, that is a commit holding
+    notes (`skip`: the current, bad value). The file is read directly: git's own reflog
+    reader refuses while the ref points at a non-commit."""
+    log = Path(repo.common_dir) / "logs" / NOTES_REF
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        parts = line.split()
+        for sha in parts[1:2] + parts[0:1]:  # the value it took, else the one it had
+            if sha != skip and re.fullmatch(r"[0-9a-f]{40}", sha) and sha.strip("0") and holds_notes(repo, sha):
+                return sha
+    return None
+
+
+def holds_notes(repo: git.Repo, sha: str) -> bool:
+    """A commit whose tree names objects the way a notes tree does (hex paths, possibly fanned out)."""
+    if not is_commit(repo, sha):
+        return False
+    try:
+        names = repo.git.ls_tree("-r", "--name-only", sha).split()
+    except git.GitCommandError:
+        return False
+    return bool(names) and all(re.fullmatch(r"[0-9a-f]{40}", n.replace("/", "")) for n in names)
