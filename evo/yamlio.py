@@ -219,12 +219,12 @@ def read_text(path: str | Path, *, source: str | None = None) -> str:
     return decode_text(data, source=source)
 
 
-def decode_text(data: bytes, *, source: str) -> str:
-    """UTF-8 text of `data`, or a ConfigError naming the first bad byte."""
+def decode_text(data: bytes, *, source: str, kind: str = "YAML") -> str:
+    """UTF-8 text of `data` (a `kind` file, e.g. YAML or JSON), or a ConfigError naming the first bad byte."""
     if b"\0" in data:
         offset = data.index(b"\0")
-        raise ConfigError(f"{source}: binary file (a NUL byte at offset {offset}), not YAML text; "
-                          "give the YAML file, saved as UTF-8 text")
+        raise ConfigError(f"{source}: binary file (a NUL byte at offset {offset}), not {kind} text; "
+                          f"give the {kind} file, saved as UTF-8 text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

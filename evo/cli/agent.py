@@ -94,6 +94,21 @@ def memory_show(workspace: Path, as_json: bool):
     emit(data, as_json, lambda _: console().print(memory.digest(limit=20000), markup=False))
 
 
+def _read_diagnosis(path: Path) -> dict:
+    """The diagnosis.json given with --diagnosis, or a one-line error naming it."""
+    from evo.errors import ConfigError
+    from evo.yamlio import decode_text, display_path
+
+    source = display_path(path)
+    try:
+        data = json.loads(decode_text(path.read_bytes(), source=source, kind="JSON"))
+    except ValueError as exc:
+        raise ConfigError(f"{source}: not valid JSON ({exc}); give the diagnosis.json `evo analyze` writes") from None
+    if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
+        raise ConfigError(f"{source}: not a diagnosis (no 'metrics' mapping); give the diagnosis.json `evo analyze` writes")
+    return data
+
+
 def _dry_context(workspace: Path, diagnosis_path: Path, recipe_path: Path | None, phase: str, scratch: Path):
     import shutil
 
@@ -108,7 +123,7 @@ def _dry_context(workspace: Path, diagnosis_path: Path, recipe_path: Path | None
     shutil.copy(recipe_path, scratch / "recipe.yaml")
     if (workspace / "analyzers").is_dir():
         shutil.copytree(workspace / "analyzers", scratch / "analyzers")
-    diagnosis = json.loads(diagnosis_path.read_text(encoding="utf-8"))
+    diagnosis = _read_diagnosis(diagnosis_path)
     return AgentContext(phase=phase, root=workspace, worktree=scratch, version="candidate",
                         parent=diagnosis.get("version", "parent"), domain=recipe["domain"]["name"], recipe=recipe,
                         diagnosis=diagnosis, settings=settings, memory=Memory.load(workspace),

@@ -156,3 +156,17 @@ def test_bad_recipes_given_to_evo_train(tmp_path):
         (tmp_path / name).write_text(text)
         assert_one_line(run_evo("train", name, "--out", tmp_path / "run", cwd=tmp_path), f"Error: {name}:", needle)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_broken_diagnosis_given_to_evo_agent_is_one_line(ws, tmp_path):
+    from click.testing import CliRunner
+
+    from evo.cli import main
+
+    for name, data, needle in (("bad.json", b"{bad", "bad.json: not valid JSON"),
+                               ("bin.json", b"\x00\x01", "bin.json: binary file"),
+                               ("list.json", b"[1]", "list.json: not a diagnosis")):
+        (tmp_path / name).write_bytes(data)
+        result = CliRunner().invoke(main, ["agent", "propose", "--diagnosis", str(tmp_path / name), "-C", str(ws)])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+        assert needle in result.output and len(result.output.strip().splitlines()) == 1, result.output
