@@ -25,7 +25,7 @@ What is checked:
   promoted head's, except for what evo's own commits on main changed since
   (skill evidence); memory a killed record left uncommitted.
 
-`check` is read-only and runs a constant number of git processes (about ten),
+`check` is read-only and runs a constant number of git processes (about a dozen),
 plus reading every recorded artifact's size and hashing the selected ones.
 The ref and note checks live here, the file checks (artifacts, main) in
 `evo.lineage.fsck_content`, the repairs in `evo.lineage.repair`.
@@ -37,7 +37,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from evo.errors import ConfigError, LineageError
+from evo.errors import ConfigError, EvoError, LineageError
 from evo.lineage import fsck_content, gitio, notes
 from evo.lineage.fsck_content import sha256_of, version_key
 from evo.lineage.gitio import BRANCH_PREFIX, NOTES_REF, PRUNED_PREFIX
@@ -105,9 +105,17 @@ class _Checker:
         self.lin, self.repo, self.root, self.hashes = lin, lin.repo, lin.root, hashes
         self.problems: list[Problem] = []
         self.settings = settings
+        self._records: dict | None = None
 
     def add(self, kind: str, subject: str, message: str, fix: str, repair: tuple = ()) -> None:
         self.problems.append(Problem(kind, subject, message, fix, repair))
+
+    @property
+    def records(self) -> dict:
+        """`Lineage.read_all()`, read once per check."""
+        if self._records is None:
+            self._records = self.lin.read_all()
+        return self._records
 
     def run(self) -> list[Problem]:
         self._load_settings()
@@ -161,8 +169,13 @@ class _Checker:
 
     # ------------------------------------------------------------- notes and refs
     def _events(self) -> dict[str, list[dict]] | None:
-        problem = gitio.notes_ref_problem(self.repo)
-        if problem is not None:
+        errors: list[LineageError] = []
+        try:
+            events = notes.read_all_events(self.repo, self.root, errors=errors, sources=self.sources)
+        except EvoError:  # `git notes list` failed: the notes ref is what is broken (described below)
+            events = None
+        if events is None:
+            problem = gitio.notes_ref_problem(self.repo) or "cannot be listed by `git notes list`"
             good = gitio.good_notes_commit(self.repo, skip=gitio.rev_or_none(self.repo, NOTES_REF))
             fix = (f"`evo fsck --repair` points it back at {good[:12]}, its last readable value in the reflog" if good
                    else f"point it at a good notes commit: `git update-ref {NOTES_REF} <commit>` (a clone has one: "
@@ -170,8 +183,6 @@ class _Checker:
             self.add("notes-ref", NOTES_REF, f"{NOTES_REF} {problem}, so no lineage can be read", fix,
                      ("restore-notes", good) if good else ())
             return None
-        errors: list[LineageError] = []
-        events = notes.read_all_events(self.repo, self.root, errors=errors, sources=self.sources)
         for exc in errors:
             message, _, fix = str(exc).partition("; ")
             self.add("note-invalid", NOTES_REF, message, fix or "repair the note with `git notes --ref=evo/lineage edit`")

@@ -87,7 +87,7 @@ def hashed_versions(c: "_Checker") -> set[str]:
         return set(c.events)
     if c.hashes == "none":
         return set()
-    records = c.lin.read_all()
+    records = c.records
     head = Lineage.promoted_head(records)
     chain: set[str] = set()
     while head is not None and head.name not in chain:  # harness-only versions reuse an ancestor's policy
@@ -109,8 +109,7 @@ def check_main(c: "_Checker") -> None:
     uncommitted_memory(c)
     if any(p.kind in REF_KINDS for p in c.problems):
         return  # which version main should reflect is unknown until the refs are repaired
-    records = c.lin.read_all()
-    head = Lineage.promoted_head(records)
+    head = Lineage.promoted_head(c.records)
     if head is None or head.name not in c.refs["tag"]:
         return
     head_commit = c.refs["branch"].get(head.name) or head.commit

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import git
 
-from evo.errors import VersionError, WorkspaceError
+from evo.errors import EvoError, VersionError, WorkspaceError
 from evo.lineage import gitio, notes
 from evo.lineage import compare, transitions
 from evo.lineage.checkouts import CheckoutMixin
@@ -124,7 +124,11 @@ class Lineage(CheckoutMixin):
             if version in refs["tag"]:
                 return VersionError(f"{version}'s branch evo/{version} is missing (deleted?) although it was promoted "
                                     f"(tag evo/promoted/{version}); restore it with `evo fsck --repair`")
-            if version in notes.read_all_events(self.repo, self.root):
+            try:
+                recorded = version in notes.read_all_events(self.repo, self.root)
+            except EvoError:  # a broken note is reported by the commands that read it; here it means "unknown"
+                recorded = False
+            if recorded:
                 return VersionError(f"{version} has lineage events but neither its branch evo/{version} nor "
                                     f"refs/evo/pruned/{version} exists; restore it with `evo fsck --repair`")
         known = self.versions() if known is None else known
