@@ -20,7 +20,7 @@ from evo.errors import WorkspaceError
 from evo.recipe import parse_recipe, set_path
 from evo.resources import resource_dir
 from evo.settings import SETTINGS_FILE, normalize_settings
-from evo.yamlio import dump_yaml, parse_yaml
+from evo.yamlio import dump_yaml, parse_yaml, read_text
 
 DEFAULT_DOMAIN = "arithmetic"
 DEFAULT_AGENT = "heuristic"
@@ -42,7 +42,7 @@ def baseline_recipe(domain: str | None, model: str | None, recipe: str | Path | 
         path = Path(recipe).expanduser()
         if not path.is_file():
             raise WorkspaceError(f"--recipe: {str(path)!r} is not a file; give the path of a recipe YAML")
-        found = parse_recipe(path.read_text(encoding="utf-8"), source=str(path))["domain"]["name"]
+        found = parse_recipe(read_text(path), source=str(path))["domain"]["name"]
         if domain is not None and found != domain:
             raise WorkspaceError(f"--recipe: {path} trains domain {found!r} but --domain is {domain!r}; drop --domain or pick a matching recipe")
     else:
@@ -53,7 +53,7 @@ def baseline_recipe(domain: str | None, model: str | None, recipe: str | Path | 
                 f"--domain: unknown domain {domain!r} (no built-in recipe {domain}-tiny.yaml); "
                 f"use one of {', '.join(available_domains()) or 'none'}"
             )
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)  # binary, non-UTF-8 or oversized: one line naming the file
     if model is not None:
         text = _replace_model_name(text, model)
     # A broken built-in (or a model id the recipe schema refuses) must not become v0.

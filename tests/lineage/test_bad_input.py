@@ -170,3 +170,14 @@ def test_a_broken_diagnosis_given_to_evo_agent_is_one_line(ws, tmp_path):
         result = CliRunner().invoke(main, ["agent", "propose", "--diagnosis", str(tmp_path / name), "-C", str(ws)])
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
         assert needle in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_evo_init_with_a_binary_recipe_is_one_line_and_creates_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from evo.cli import main
+
+    (tmp_path / "human.yaml").write_bytes(b"\x00\x01\x02")
+    result = CliRunner().invoke(main, ["init", str(tmp_path / "ws"), "--recipe", str(tmp_path / "human.yaml")])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert f"{tmp_path / 'human.yaml'}: binary file" in result.output and not (tmp_path / "ws").exists()
