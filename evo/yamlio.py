@@ -200,14 +200,14 @@ def display_path(path: str | Path) -> str:
     return str(path)
 
 
-def read_text(path: str | Path, *, source: str | None = None) -> str:
+def read_text(path: str | Path, *, source: str | None = None, kind: str = "YAML") -> str:
     """A config file's text; ConfigError for a missing, oversized, binary or non-UTF-8 file."""
     path = Path(path)
     source = source or display_path(path)
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            raise ConfigError(f"{source}: {size:,} bytes is too large for a YAML config file "
+            raise ConfigError(f"{source}: {size:,} bytes is too large for a {kind} config file "
                               f"(limit {MAX_BYTES // (1024 * 1024)} MiB); give the right file")
         data = path.read_bytes()
     except FileNotFoundError:
@@ -216,7 +216,7 @@ def read_text(path: str | Path, *, source: str | None = None) -> str:
         raise ConfigError(f"{source}: is a folder, not a file; give the YAML file inside it") from None
     except PermissionError:
         raise ConfigError(f"{source}: permission denied; make it readable") from None
-    return decode_text(data, source=source)
+    return decode_text(data, source=source, kind=kind)
 
 
 def decode_text(data: bytes, *, source: str, kind: str = "YAML") -> str:

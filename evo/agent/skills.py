@@ -35,7 +35,7 @@ from evo.agent.conditions import PATCH_OPS, TERM_OPS
 from evo.errors import AgentError
 from evo.resources import resource_dir
 from evo.schemas import validate_against
-from evo.yamlio import dump_yaml, parse_yaml
+from evo.yamlio import dump_yaml, parse_yaml, read_text
 
 WINNING = ("improvement",)
 LOSING = ("regression",)
@@ -145,7 +145,7 @@ def split_front_matter(text: str, *, source: str) -> tuple[dict, str]:
 def parse_skill(path: str | Path, *, source: str = "builtin") -> Skill:
     """Read one SKILL.md; raise AgentError naming the file and field on a bad front matter."""
     path = Path(path)
-    return parse_skill_text(path.read_text(encoding="utf-8"), path, source=source)
+    return parse_skill_text(read_text(path, source=str(path), kind="Markdown"), path, source=source)  # binary / non-UTF-8: one line
 
 
 def parse_skill_text(text: str, path: Path, *, source: str = "builtin") -> Skill:

@@ -181,3 +181,8 @@ def test_evo_init_with_a_binary_recipe_is_one_line_and_creates_nothing(tmp_path)
     result = CliRunner().invoke(main, ["init", str(tmp_path / "ws"), "--recipe", str(tmp_path / "human.yaml")])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
     assert f"{tmp_path / 'human.yaml'}: binary file" in result.output and not (tmp_path / "ws").exists()
+
+
+def test_a_binary_skill_file_is_one_line_in_evo_validate(ws):
+    (ws / "skills" / "std-group-filter" / "SKILL.md").write_bytes(b"\xff\xfe\x00\x00")
+    assert_one_line(run_evo("validate", cwd=ws), "skills/std-group-filter/SKILL.md: binary file")
