@@ -13,6 +13,10 @@ Claude Code use on Linux):
   ``/proc`` of a fresh PID namespace (the program sees only its own
   processes), empty size-capped tmpfs ``/tmp`` and ``/dev/shm``; the root
   itself and ``/dev`` are remounted read-only so nothing else is writable;
+- `files` (path under ``/tmp`` -> content) created inside the jail's own
+  ``/tmp``, their folders (and `cwd`, when under ``/tmp``) writable by the
+  program: a working folder that never exists on the host, so there is
+  nothing to clean up and what the program writes counts against `tmp_mb`;
 - the paths in `read_only` / `writable` at the same path as on the host,
   `hidden` paths under them replaced by an empty read-only folder (or a file
   that cannot be opened); with `python`, the interpreter and its standard
@@ -97,6 +101,7 @@ class Jail:
     env: Mapping[str, str] = field(default_factory=dict)  # the whole environment
     cwd: str | Path | None = None
     tmp_mb: int = 64  # size of the private /tmp and /dev/shm (bubblewrap >= 0.8; unbounded before)
+    files: Mapping[str, str | bytes] = field(default_factory=dict)  # created in the private /tmp (popen only)
     as_pid_1: bool = False  # the program itself is PID 1 (no reaper; see below)
 
 
@@ -126,6 +131,8 @@ def owner(jail: Jail) -> tuple[int, int]:
 
 def wrap(argv: list[str], jail: Jail) -> list[str]:
     """The bwrap command line that runs `argv` in `jail` (raises `SandboxUnavailable`)."""
+    if jail.files:
+        raise ValueError("confine.wrap: Jail.files travel as descriptors; start the jail with confine.popen")
     support = _support()
     return [support.bwrap, *_options(jail, support), "--", *_prefix(jail, support), *argv]
 
@@ -139,26 +146,36 @@ def popen(argv: list[str], jail: Jail, **popen_kwargs) -> subprocess.Popen:
     if "env" in popen_kwargs or "cwd" in popen_kwargs:
         raise TypeError("confine.popen: set env and cwd on the Jail, not as Popen arguments")
     support = _support()
-    options = _options(jail, support)
-    args_r, args_w = os.pipe()
-    info_r, info_w = os.pipe()
+    file_fds = {}
+    for path, content in jail.files.items():  # contents go in as memfds, copied by bwrap into its tmpfs
+        fd = os.memfd_create("evo-jail-file")
+        file_fds[path] = fd
+        data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+        while data:
+            data = data[os.write(fd, data):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    fds = list(file_fds.values())
     try:
+        options = _options(jail, support, file_fds=file_fds)
         data = b"".join(os.fsencode(a) + b"\0" for a in options)
         if len(data) > 60000:  # a pipe holds 64 KiB; writing more here would block before bwrap reads
             raise SandboxUnavailable(f"confine: {len(options)} bwrap options are too many for one jail; bind fewer paths")
+        args_r, args_w = os.pipe()
+        fds += [args_r]
         os.write(args_w, data)
         os.close(args_w)
-        args_w = -1
-        pass_fds = tuple(popen_kwargs.pop("pass_fds", ())) + (args_r, info_w)
+        info_r, info_w = os.pipe()
+        fds += [info_w]
+        pass_fds = tuple(popen_kwargs.pop("pass_fds", ())) + tuple(fds)
         cmd = [support.bwrap, "--args", str(args_r), "--info-fd", str(info_w), "--", *_prefix(jail, support), *argv]
-        proc = subprocess.Popen(cmd, env={}, pass_fds=pass_fds, **popen_kwargs)
-    except BaseException:
-        os.close(info_r)
-        raise
+        try:
+            proc = subprocess.Popen(cmd, env={}, pass_fds=pass_fds, **popen_kwargs)
+        except BaseException:
+            os.close(info_r)
+            raise
     finally:
-        for fd in (args_r, args_w, info_w):
-            if fd >= 0:
-                os.close(fd)
+        for fd in fds:
+            os.close(fd)
     proc.evo_info_fd = info_r
     return proc
 
@@ -245,7 +262,7 @@ def _prefix(jail: Jail, support: _Support) -> list[str]:
     return []
 
 
-def _options(jail: Jail, support: _Support, mode: str | None = None) -> list[str]:
+def _options(jail: Jail, support: _Support, mode: str | None = None, file_fds: dict | None = None) -> list[str]:
     mode = mode or _mode(jail, support)
     opts = ["--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-uts",
             "--unshare-cgroup-try"]
@@ -274,12 +291,13 @@ def _options(jail: Jail, support: _Support, mode: str | None = None) -> list[str
             opts += ["--perms", "1777", "--size", str(int(jail.tmp_mb) * 1024 * 1024), "--tmpfs", tmp]
         else:
             opts += ["--tmpfs", tmp, "--chmod", "1777", tmp]
+    opts += _file_options(jail, support, file_fds or {})
     if jail.network:
         for path in _NETWORK_FILES:
             opts += ["--ro-bind-try", path, path]
     binds = [(p, "--ro-bind") for p in _python_paths(jail)] + [(p, "--ro-bind") for p in jail.read_only]
     binds += [(p, "--bind") for p in jail.writable]
-    bound, made = ["/usr", "/tmp", "/dev", "/proc"], set()
+    bound, made = ["/usr"], set()  # host trees in the jail (the tmpfs /tmp starts empty)
     for path, flag in sorted(((os.path.abspath(p), f) for p, f in binds), key=lambda b: b[0].count("/")):
         for parent in map(str, list(reversed(Path(path).parents))[1:]):  # bwrap would make them 0700
             if parent not in made and not _under(parent, bound):
@@ -299,6 +317,27 @@ def _options(jail: Jail, support: _Support, mode: str | None = None) -> list[str
     opts += ["--remount-ro", "/dev", "--remount-ro", "/"]
     if jail.cwd is not None:
         opts += ["--chdir", os.path.abspath(jail.cwd)]
+    return opts
+
+
+def _file_options(jail: Jail, support: _Support, file_fds: dict) -> list[str]:
+    """`Jail.files` (and a `cwd` under /tmp): folders writable by the program, files from their memfds."""
+    def perms(mode: str, op: list[str]) -> list[str]:
+        return ["--perms", mode, *op] if support.modern else [*op, "--chmod", mode, op[-1]]
+
+    opts, made = [], {"/tmp"}
+    folders = [os.path.dirname(os.path.abspath(p)) for p in file_fds]
+    if jail.cwd is not None and _under(os.path.abspath(jail.cwd), ["/tmp"]):
+        folders.append(os.path.abspath(jail.cwd))
+    for folder in sorted(folders):
+        if not _under(folder, ["/tmp"]):
+            raise ValueError(f"confine: Jail.files: {folder!r} is not under /tmp; files live in the jail's own /tmp")
+        for parent in map(str, [*reversed(Path(folder).parents), Path(folder)]):
+            if _under(parent, ["/tmp"]) and parent not in made:
+                opts += perms("0777", ["--dir", parent])
+                made.add(parent)
+    for path, fd in sorted(file_fds.items()):
+        opts += perms("0666", ["--file", str(fd), os.path.abspath(path)])
     return opts
 
 

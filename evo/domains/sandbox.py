@@ -1,13 +1,14 @@
 """Run untrusted Python (a policy's program, a toy repository's tests) in a jail, judged from outside.
 
-Every run gets fresh temporary folders (removed afterwards) and ``python -I -S``
-children whose bootstrap (`sandbox_child.py`) sets the limits and an audit hook
+Every child gets a fresh folder (inside its jail's own ``/tmp``, so it never
+exists on the host; without a jail a temporary folder, removed afterwards) and is a ``python -I -S``
+child whose bootstrap (`sandbox_child.py`) sets the limits and an audit hook
 before any untrusted code starts.
 
 The boundary is an `evo.confine` jail per child (bubblewrap; `isolation()`
 says what this machine grants): a private root holding only ``/usr``, the
-interpreter and its standard library read-only and the child's own folder
-writable, an empty size-capped ``/tmp``, no network device, a fresh PID
+interpreter and its standard library read-only, an empty size-capped ``/tmp``
+holding the child's own folder, no network device, a fresh PID
 namespace (whatever the program forks dies with it), uid 65534 without any
 capability. Task files are simply not there (and where a bound folder holds
 them, such as the installed package's sample data, they are hidden), nor is
@@ -47,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.util import cache_from_source
@@ -183,17 +185,17 @@ class Sandbox:
     # ---- the one real entry point --------------------------------------------
     def run(self, files: dict[str, str], *, mode: str = "script", stdin: str = "",
             payload: dict | None = None, entry: str = "solution.py") -> SandboxResult:
-        """Write `files` into fresh folders, run `entry` in `mode`, clean up, report."""
+        """Put `files` in fresh folders, run `entry` in `mode`, clean up, report."""
         if mode not in ("script", "asserts", "tests"):
             raise ConfigError(f"sandbox: mode {mode!r} is not one of script, asserts, tests")
         payload = payload or {}
         started = time.monotonic()
-        folders: list[str] = []
+        folders: list[str] = []  # host folders, only where there is no jail
         children: list[Child] = []
         try:
             if mode == "script":
-                program = self._folder(folders, files)
-                children.append(self._launch("program", program, {"mode": "script", "entry": entry}, stdin.encode()))
+                children.append(self._launch("program", folders, files, {"mode": "script", "entry": entry},
+                                             stdin.encode()))
             else:
                 children += self._launch_pair(folders, files, mode, payload, entry)
             why = watch(children, self.limits, started)
@@ -214,17 +216,16 @@ class Sandbox:
         judge_files = {n: c for n, c in files.items() if _safe_relpath(n) in tests or not n.endswith(".py")}
         modules = sorted({_safe_relpath(n).split(os.sep)[0].removesuffix(".py") for n in program_files
                           if n.endswith(".py")})
-        server_dir, judge_dir = self._folder(folders, program_files), self._folder(folders, judge_files)
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         try:
-            server = self._launch("server", server_dir,
+            server = self._launch("server", folders, program_files,
                                   {"mode": "serve", "entry": entry if mode == "asserts" else None,
                                    "rpc": (req_r, rep_w)}, b"", (req_r, rep_w))
             judge_cfg = {"mode": mode, "rpc": (req_w, rep_r), "modules": modules, "test_files": tests}
             judge_stdin = repr({"tests": list(payload.get("tests", []))}).encode() if mode == "asserts" else b""
             try:
-                judge = self._launch("judge", judge_dir, judge_cfg, judge_stdin, (req_w, rep_r))
+                judge = self._launch("judge", folders, judge_files, judge_cfg, judge_stdin, (req_w, rep_r))
             except BaseException:
                 self._finish(server)
                 raise
@@ -233,28 +234,28 @@ class Sandbox:
                 os.close(fd)
         return [server, judge]
 
-    def _folder(self, folders: list[str], files: dict[str, str]) -> str:
-        folder = tempfile.mkdtemp(prefix="evo-sbx-")
-        folders.append(folder)
-        for name, content in files.items():
-            target = Path(folder, _safe_relpath(name))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
-        return folder
-
-    def _jail(self, folder: str) -> confine.Jail:
+    def _jail(self, folder: str, files: dict[str, str]) -> confine.Jail:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": folder, "TMPDIR": folder,
                "PYTHONIOENCODING": "utf-8"}
-        return confine.Jail(read_only=_bootstrap_paths(), writable=(folder,), hidden=self.deny_read,
-                            site_packages=self.site_packages, env=env, cwd=folder, as_pid_1=True)
+        return confine.Jail(read_only=_bootstrap_paths(), hidden=self.deny_read, site_packages=self.site_packages,
+                            env=env, cwd=folder, as_pid_1=True,
+                            files={os.path.join(folder, _safe_relpath(n)): c for n, c in files.items()})
 
-    def _launch(self, role: str, folder: str, cfg: dict, stdin: bytes, fds: tuple = ()) -> Child:
+    def _launch(self, role: str, folders: list[str], files: dict[str, str], cfg: dict, stdin: bytes,
+                fds: tuple = ()) -> Child:
         jailed = isolation()["jail"]
-        jail = self._jail(folder)
-        uid, gid = confine.owner(jail) if jailed else (os.getuid(), os.getgid())
-        if (uid, gid) != (os.geteuid(), os.getegid()):  # root handing the folder to nobody
-            for path in [folder] + [str(p) for p in Path(folder).rglob("*")]:
-                os.chown(path, uid, gid)
+        if jailed:  # the folder exists only in the jail's own /tmp: nothing on the host to write or remove
+            folder = f"/tmp/evo-sbx-{uuid.uuid4().hex[:12]}"
+            jail = self._jail(folder, files)
+        else:
+            folder = tempfile.mkdtemp(prefix="evo-sbx-")
+            folders.append(folder)
+            for name, content in files.items():
+                target = Path(folder, _safe_relpath(name))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(content, encoding="utf-8")
+            jail = self._jail(folder, {})
+        uid = isolation()["runs_as_uid"]
         limits = self.limits
         events_r, events_w = os.pipe()
         cfg = {**cfg, "workdir": folder, "events_fd": events_w, "deny_read": list(self.deny_read),
@@ -276,7 +277,7 @@ class Sandbox:
             raise TrainError(f"sandbox: cannot start {argv[0]} ({exc}); check that Python and bwrap run here") from None
         finally:
             os.close(events_w)
-        return Child(role, proc, jailed, stdin, events_r)
+        return Child(role, proc, jailed, stdin, events_r, folder)
 
     def _finish(self, child: Child) -> None:
         """Reap `child` (recording whether it ended by itself), kill whatever of it is left."""
@@ -286,7 +287,7 @@ class Sandbox:
         if child.jailed:
             confine.kill(child.proc)
         else:
-            kill_session(child.proc)
+            kill_session(child.proc, child.folder)
         child.proc.wait()
         child.close()
 

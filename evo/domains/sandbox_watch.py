@@ -25,6 +25,7 @@ class Child:
     jailed: bool
     stdin: bytes
     events_fd: int
+    folder: str  # unique to the run, and in the child's command line
     bufs: dict = field(default_factory=lambda: {"out": bytearray(), "err": bytearray(), "events": bytearray()})
     returncode: int | None = None
     cpu_s: float = 0.0
@@ -154,12 +155,13 @@ def watch(children: list[Child], limits, started: float) -> str | None:
     return why
 
 
-def kill_session(proc: subprocess.Popen) -> None:
-    """Without a jail: SIGKILL the child's session and wait (up to 2 s) until it is empty.
+def kill_session(proc: subprocess.Popen, token: str) -> None:
+    """Without a jail: SIGKILL the child's session and its forks, and wait (up to 2 s) until none is left.
 
-    The child was started with `start_new_session`, so its session id is its pid;
-    a grandchild that called setsid() itself is out of reach here (a jail's PID
-    namespace is what catches those).
+    The child was started with `start_new_session`, so its session id is its
+    pid. A fork that called setsid() has left that session, but not the child's
+    command line (exec is blocked, so every fork keeps it): `token`, a string
+    unique to this run in that command line, finds those.
     """
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -167,7 +169,7 @@ def kill_session(proc: subprocess.Popen) -> None:
         pass
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
-        members = _session_members(proc.pid)
+        members = _members(proc.pid, token.encode())
         if not members:
             return
         for pid in members:
@@ -178,8 +180,8 @@ def kill_session(proc: subprocess.Popen) -> None:
         time.sleep(0.005)
 
 
-def _session_members(sid: int) -> list[int]:
-    """Live (non-zombie) processes of session `sid`."""
+def _members(sid: int, token: bytes) -> list[int]:
+    """Live (non-zombie) processes of session `sid`, or whose command line holds `token`."""
     members = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -187,8 +189,13 @@ def _session_members(sid: int) -> list[int]:
         try:
             with open(f"/proc/{name}/stat", "rb") as fh:
                 fields = fh.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":  # fields: state, ppid, pgrp, session, ...
+                continue
+            if int(fields[3]) != sid:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    if token not in fh.read():
+                        continue
         except OSError:
             continue
-        if int(fields[3]) == sid and fields[0] != b"Z":  # fields: state, ppid, pgrp, session, ...
-            members.append(int(name))
+        members.append(int(name))
     return members
