@@ -356,6 +356,7 @@ def judge_tests(payload):
 
 
 def main():
+    sys.dont_write_bytecode = True  # the program's folder holds only what the program writes
     set_limits()
     handle_cpu_limit_as_pid1()
     payload = read_payload()

@@ -194,3 +194,81 @@ def test_isolation_report_is_consistent():
     assert iso["jail"] == confine.available() and bool(iso["reason"]) != iso["jail"]
     if iso["jail"] and os.geteuid() == 0:
         assert iso["runs_as_uid"] == confine.NOBODY  # root hands programs to nobody on the host too
+
+
+PROGRAM = '''
+LIMIT = 3
+class TooBig(ValueError):
+    pass
+class Stack:
+    def __init__(self):
+        self.items = []
+    def push(self, x):
+        if len(self.items) >= LIMIT:
+            raise TooBig(f"full at {LIMIT}")
+        self.items.append(x)
+        return self
+    def __len__(self):
+        return len(self.items)
+    def __iter__(self):
+        return iter(self.items)
+class Anything:
+    def __eq__(self, other):
+        return True
+def countdown(n):
+    while n:
+        yield n
+        n -= 1
+def apply(f, x):
+    return f(x)
+'''
+TESTS = '''
+import shapes
+from shapes import Stack, TooBig, countdown
+from pkg.deep import answer
+
+def test_objects_methods_and_attributes():
+    s = Stack().push(1).push(2)
+    assert len(s) == 2 and s.items == [1, 2] and list(s) == [1, 2] and isinstance(s, Stack)
+
+def test_program_exceptions_arrive_as_their_classes():
+    s = Stack()
+    for i in range(3):
+        s.push(i)
+    try:
+        s.push(9)
+    except TooBig as exc:
+        assert str(exc) == "full at 3" and isinstance(exc, ValueError)
+    else:
+        assert False
+
+def test_generators_modules_and_globals():
+    assert list(countdown(3)) == [3, 2, 1] and sum(countdown(4)) == 10
+    shapes.GREETING = "set by the test"  # lands in the program's module
+    assert shapes.GREETING == "set by the test" and shapes.LIMIT == 3 and answer() == 42
+
+def test_a_rigged_eq_never_matches():
+    assert shapes.Anything() == 5
+
+def test_judge_functions_do_not_cross():
+    assert shapes.apply(lambda x: x + 1, 1) == 2
+'''
+
+
+def test_repository_tests_see_the_program_through_proxies(sandbox, clean_machine):
+    files = {"shapes.py": PROGRAM, "pkg/__init__.py": "", "pkg/deep.py": "def answer():\n    return 42\n",
+             "test_shapes.py": TESTS}
+    r = sandbox.run_test_files(files, ["test_shapes.py"])
+    verdicts = {v["test"].split("::")[-1]: v for v in r.results if v["kind"] == "result"}
+    assert {k: v["passed"] for k, v in verdicts.items()} == {
+        "test_objects_methods_and_attributes": True, "test_program_exceptions_arrive_as_their_classes": True,
+        "test_generators_modules_and_globals": True, "test_a_rigged_eq_never_matches": False,
+        "test_judge_functions_do_not_cross": False}
+    assert "cannot pass a function to the program under test" in verdicts["test_judge_functions_do_not_cross"]["error"]
+
+
+def test_the_program_never_sees_the_test_files(sandbox, clean_machine):
+    spy = "import os\ndef seen():\n    return sorted(os.listdir('.'))\n"
+    test = "from spy import seen\ndef test_listing():\n    assert seen() == ['notes.txt', 'spy.py']\n"
+    r = sandbox.run_test_files({"spy.py": spy, "test_spy.py": test, "notes.txt": "data"}, ["test_spy.py"])
+    assert [v["passed"] for v in r.results] == [True]  # its files and the data files, never test_spy.py
