@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from evo.errors import EvoError, VersionError
+from evo.report.plots import plots_dir
 from evo.settings import artifact_dir
 
 
@@ -81,6 +82,9 @@ def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
     lines += ["", "### Audits", "no veto" if judged and not vetoes else ("pending" if not judged else "")]
     for v in vetoes:
         lines.append(f"- **VETO** `{v.get('audit')}`: {v.get('message')}")
+    pngs = sorted(plots_dir(root, settings, version).glob("*.png"))
+    lines += ["", "### Plots"] + ([f"- `{p.relative_to(root) if p.is_relative_to(root) else p}`" for p in pngs]
+                                  or [f"none yet; `evo plot {version}` draws them"])
     if parent:
         diff = lineage.diff(parent, version)
         stat = "\n".join(f"{f['path']} | +{f.get('added', '?')} -{f.get('removed', '?')}" for f in diff["files"])
