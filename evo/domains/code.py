@@ -8,8 +8,10 @@ definitions (``"assert add(1, 2) == 3"``). ``reference`` is an optional correct
 program (kept as the task's answer, never shown).
 
 The program is the last closed ```` ```python ```` block of the response. Every
-test runs in `evo.domains.sandbox` (its own process, limits, no network, a
-temporary folder, no test file on disk, the task files unreadable).
+test runs in `evo.domains.sandbox` (a bubblewrap jail: no host files, the task
+files nowhere in sight, no network, limits). Stdin tests are compared here;
+assert tests are judged in a second jailed process that sees the program only
+through proxies and reports verdicts on a pipe the program does not hold.
 
 Reward components:
 
