@@ -6,8 +6,8 @@ by ``bwrap`` (https://github.com/containers/bubblewrap, the tool Flatpak and
 Claude Code use on Linux):
 
 - ``/usr`` and the ``/bin``, ``/sbin``, ``/lib*`` links or folders read-only;
-  nothing else of ``/etc`` (no ``/etc/shadow``, no ``/etc/passwd``) except the
-  resolver and CA files when `network` is on; no ``/home``, ``/root``,
+  of ``/etc`` only the loader's ``ld.so.cache`` (no ``/etc/shadow``, no
+  ``/etc/passwd``), and the resolver and CA files when `network` is on; no ``/home``, ``/root``,
   ``/srv``, ``/var`` or ``/work`` unless a path under them is bound;
 - a minimal ``/dev`` (null, zero, random, urandom, tty, pts), a private
   ``/proc`` of a fresh PID namespace (the program sees only its own
@@ -99,7 +99,7 @@ class Jail:
     network: bool = False  # False: a fresh network namespace without any device up
     unprivileged: bool = True  # uid/gid 65534 (on the host too when we are root); never any capability
     env: Mapping[str, str] = field(default_factory=dict)  # the whole environment
-    cwd: str | Path | None = None
+    cwd: str | Path | None = None  # None: /
     tmp_mb: int = 64  # size of the private /tmp and /dev/shm (bubblewrap >= 0.8; unbounded before)
     files: Mapping[str, str | bytes] = field(default_factory=dict)  # created in the private /tmp (popen only)
     as_pid_1: bool = False  # the program itself is PID 1 (no reaper; see below)
@@ -146,16 +146,16 @@ def popen(argv: list[str], jail: Jail, **popen_kwargs) -> subprocess.Popen:
     if "env" in popen_kwargs or "cwd" in popen_kwargs:
         raise TypeError("confine.popen: set env and cwd on the Jail, not as Popen arguments")
     support = _support()
-    file_fds = {}
-    for path, content in jail.files.items():  # contents go in as memfds, copied by bwrap into its tmpfs
-        fd = os.memfd_create("evo-jail-file")
-        file_fds[path] = fd
-        data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-        while data:
-            data = data[os.write(fd, data):]
-        os.lseek(fd, 0, os.SEEK_SET)
-    fds = list(file_fds.values())
+    file_fds, fds = {}, []
     try:
+        for path, content in jail.files.items():  # contents go in as memfds, copied by bwrap into its tmpfs
+            fd = os.memfd_create("evo-jail-file")
+            file_fds[path] = fd
+            fds.append(fd)
+            data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+            while data:
+                data = data[os.write(fd, data):]
+            os.lseek(fd, 0, os.SEEK_SET)
         options = _options(jail, support, file_fds=file_fds)
         data = b"".join(os.fsencode(a) + b"\0" for a in options)
         if len(data) > 60000:  # a pipe holds 64 KiB; writing more here would block before bwrap reads
@@ -292,10 +292,9 @@ def _options(jail: Jail, support: _Support, mode: str | None = None, file_fds: d
         else:
             opts += ["--tmpfs", tmp, "--chmod", "1777", tmp]
     opts += _file_options(jail, support, file_fds or {})
-    if jail.network:
-        for path in _NETWORK_FILES:
-            opts += ["--ro-bind-try", path, path]
-    binds = [(p, "--ro-bind") for p in _python_paths(jail)] + [(p, "--ro-bind") for p in jail.read_only]
+    system = ["/etc/ld.so.cache"] + (list(_NETWORK_FILES) if jail.network else [])  # the loader's library cache
+    binds = [(p, "--ro-bind") for p in system if os.path.exists(p)]
+    binds += [(p, "--ro-bind") for p in _python_paths(jail)] + [(p, "--ro-bind") for p in jail.read_only]
     binds += [(p, "--bind") for p in jail.writable]
     bound, made = ["/usr"], set()  # host trees in the jail (the tmpfs /tmp starts empty)
     for path, flag in sorted(((os.path.abspath(p), f) for p, f in binds), key=lambda b: b[0].count("/")):
@@ -315,8 +314,7 @@ def _options(jail: Jail, support: _Support, mode: str | None = None, file_fds: d
         elif os.path.lexists(path):
             opts += ["--ro-bind", "/dev/null", path]  # a device node on a nodev mount: opening it fails
     opts += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    if jail.cwd is not None:
-        opts += ["--chdir", os.path.abspath(jail.cwd)]
+    opts += ["--chdir", os.path.abspath(jail.cwd) if jail.cwd is not None else "/"]  # not the host's cwd
     return opts
 
 

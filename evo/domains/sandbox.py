@@ -61,6 +61,9 @@ from evo.errors import ConfigError, SandboxUnavailable, TrainError
 _HERE = Path(__file__).parent
 _BOOTSTRAP = (_HERE / "sandbox_child.py", _HERE / "sandbox_rpc.py")
 _log = logging.getLogger(__name__)
+BLOCKED_LABELS = frozenset({"write_blocked", "read_blocked", "network_blocked", "exec_blocked", "process_limit",
+                            "signal_blocked", "import_blocked", "native_code_blocked", "rlimit_blocked",
+                            "introspection_blocked"})  # what the bootstrap's audit hook reports
 
 
 @dataclass(frozen=True)
@@ -109,12 +112,33 @@ def isolation() -> dict:
     """What this machine grants, probed once: the jail, and the host uid programs run as."""
     try:
         uid = confine.owner(confine.Jail())[0]
-        jail, reason = True, ""
+        jail, reason = True, _interpreter_starts_jailed()
     except SandboxUnavailable as exc:
-        uid, jail, reason = os.getuid(), False, str(exc)
+        jail, reason = False, str(exc)
+    if reason:
+        jail, uid = False, os.getuid()
         _log.warning("sandbox: no jail on this machine, so programs run as plain processes (limits and audit "
                      "hook only, no filesystem boundary): %s", reason)
     return {"jail": jail, "runs_as_uid": uid, "reason": reason}
+
+
+def _interpreter_starts_jailed() -> str:
+    """'' when this interpreter runs in a jail here, else why not (a library it needs may be outside it)."""
+    try:
+        proc = confine.popen([sys.executable, "-I", "-S", "-c", "pass"], confine.Jail(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    except OSError as exc:
+        return f"sandbox: {sys.executable} does not start in a jail ({exc})"
+    try:
+        err = proc.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        err = b"no answer in 30 s"
+    finally:
+        confine.kill(proc)
+    if proc.returncode != 0:
+        return (f"sandbox: {sys.executable} does not start in a jail: "
+                f"{(err.decode(errors='replace').strip().splitlines() or ['exit status %d' % proc.returncode])[-1]}")
+    return ""
 
 
 @lru_cache(maxsize=1)
@@ -299,9 +323,10 @@ class Sandbox:
         for child in children:
             for event in child.events():
                 kind = event.get("kind")
-                if kind == "blocked":
-                    result.blocked.append({"what": event.get("what"), "detail": event.get("detail")})
-                elif kind in ("result", "program_error", "collect_error") and child.role != "server":
+                # the program's own process can write anything here: only known labels, a bounded number
+                if kind == "blocked" and event.get("what") in BLOCKED_LABELS and len(result.blocked) < 20:
+                    result.blocked.append({"what": event["what"], "detail": str(event.get("detail"))[:200]})
+                elif kind in ("result", "program_error", "collect_error") and child.role == "judge":
                     result.results.append(event)
             if child is main or child.ended_by_itself:
                 errors += self._limit_errors(child, killed=bool(why))
