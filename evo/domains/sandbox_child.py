@@ -302,7 +302,7 @@ def judge_asserts(payload):
 
     link = sandbox_rpc.Link(CFG["rpc"][0], CFG["rpc"][1])
     try:
-        names = sandbox_rpc.program_names(link)
+        names = sandbox_rpc.program_names(link, payload.get("tests", []))
     except BaseException as exc:
         emit({"kind": "program_error", "error": f"{type(exc).__name__}: {exc}"[:300]})
         return

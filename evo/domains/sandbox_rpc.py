@@ -13,7 +13,10 @@ compare on the judge's side, and a handle equals only itself: an object with a
 rigged ``__eq__`` never equals an expected value. The judge sends its verdicts
 to the parent on a pipe the server does not hold, so nothing the program does
 in its own memory (walking frames, patching builtins or the assert machinery,
-printing fake verdicts, exiting early) can produce a pass.
+printing fake verdicts, exiting early) can produce a pass. Nor can it stand in
+for what the tests take from elsewhere: its names never shadow a builtin, and
+a standard-library module the tests use (a repository's ``re.py``, a fake
+``math`` in a solution whose asserts call ``math.isclose``) is the judge's own.
 
 On handles the judge supports attribute get/set/delete, calls (arguments must
 be plain values or handles), item get/set/delete, len, iteration, ``in``,
@@ -35,6 +38,8 @@ import sys
 import types
 
 MAX_MESSAGE = 1 << 20  # bytes per reply line; a bigger value fails the call
+# the program may not stand in for these on the judge's side (a fake `re` or `math` would answer for the tests)
+RESERVED = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | frozenset(dir(builtins))
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _REF = "\0ref"  # a handle inside a request: the tuple (_REF, handle)
 
@@ -347,7 +352,7 @@ class ProgramModules:
     """A meta-path finder: the program's top-level modules are imported in the server, never here."""
 
     def __init__(self, link, tops):
-        self.link, self.tops = link, set(tops)
+        self.link, self.tops = link, set(tops) - RESERVED  # a repository's re.py never replaces the tests' re
 
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] not in self.tops:
@@ -366,14 +371,31 @@ class ProgramModules:
         module.__dict__["_evo_link"], module.__dict__["_evo_h"] = self.link, spec.loader_state
         names = self.link.ask("public", module)
         if type(names) is list:
-            module.__dict__["__all__"] = [n for n in names if type(n) is str and not hasattr(builtins, n)]
+            module.__dict__["__all__"] = [n for n in names if type(n) is str and n not in RESERVED]
         return module
 
     def exec_module(self, module):
         pass
 
 
-def program_names(link):
-    """The program's globals as judge-side values (never shadowing a builtin)."""
-    return {k: v for k, v in link.ask("names").items()
-            if not (k.startswith("__") and k.endswith("__")) and not hasattr(builtins, k)}
+def program_names(link, snippets=()):
+    """The program's globals as judge-side values, for the assert snippets to run against.
+
+    Never a builtin's name, and never a standard-library module's name that the
+    snippets use as a module (``math.isclose(...)``, written for a solution that
+    imports math): those are the judge's own real modules.
+    """
+    names = {k: v for k, v in link.ask("names").items()
+             if not (k.startswith("__") and k.endswith("__")) and not hasattr(builtins, k)}
+    for snippet in snippets:
+        try:
+            tree = ast.parse(snippet)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in RESERVED:
+                try:
+                    names[node.value.id] = __import__(node.value.id)
+                except ImportError:
+                    names.pop(node.value.id, None)
+    return names

@@ -268,3 +268,22 @@ def test_forged_verdicts_in_a_repository_score_zero(kit, clean_machine):
     (traj,) = kit.drive(env, [task], ScriptedPolicy([edit, "submit"]))
     assert traj.components["correctness"] == 0.0 and traj.components["partial_credit"] == 0.0
     assert traj.info["extra"]["test_results"] == dict.fromkeys(ids, False)
+
+
+def test_fake_standard_modules_do_not_answer_for_the_tests(code_env, kit, clean_machine):
+    """Tests written for a solution that imports math (or re) use the judge's real module, never the program's."""
+    task = Task(id="area", prompt="Write area(r).", stratum="easy",
+                meta={"tests": ["assert math.isclose(area(1), 3.14159, rel_tol=1e-4)",
+                                "assert re.fullmatch('[0-9.]+', str(area(2)))"]})
+    fake = ("import types\nmath = types.ModuleType('math')\nmath.isclose = lambda *a, **k: True\n"
+            "class re:\n    fullmatch = staticmethod(lambda *a: True)\n"
+            "def area(r):\n    return -1\n")
+    assert kit.score_one(code_env, task, fenced(fake))[0]["correctness"] == 0.0
+    honest = "import math, re\ndef area(r):\n    return math.pi * r * r\n"
+    assert kit.score_one(code_env, task, fenced(honest))[0]["correctness"] == 1.0
+    env = get_environment("swe", {"max_turns": 4, "sandbox": {"cpu_seconds": 2, "wall_seconds": 6}})
+    repo_task = next(t for t in env.tasks("validation") if t.id == "swe-clamp-bounds")
+    files = {**repo_task.meta["files"], "re.py": "def match(*a):\n    return True\n",
+             "test_extra.py": "import re\nfrom util import clamp\ndef test_pattern():\n    assert re.match('^1$', str(clamp(5, 0, 10)))\n"}
+    result = env.sandbox.run_test_files(files, ["test_extra.py"])
+    assert [v["passed"] for v in result.results] == [False]  # the real re: '5' does not match '^1$'
