@@ -21,7 +21,10 @@ How it chooses (one call, one single-factor intervention):
    was `mixed` / `insufficient` and the harness has not been revised yet this
    step — it revises the harness instead (see `evo.agent.revisions`). After a
    harness revision (`ctx.harness_revised`), it proposes a policy candidate or
-   nothing; it never revises twice in one step.
+   nothing; it never revises twice in one step, and reflects on an unsettled
+   verdict once (`last_outcome["reflected"]`: a harness revision was judged since).
+   A `continue` skill proposes training the parent's recipe further, unchanged
+   (`_continue_candidate`), ranked with the policy candidates by the same rule.
 4. On a healthy diagnosis (no trigger fires, no evidence missing) it returns
    None: no bottleneck shows, so no fix is proposed.
 """
@@ -175,7 +178,8 @@ class HeuristicAgent:
         candidates.sort(key=lambda c: (-c.strength, c.manifest["skill"]))
         notes += [f"candidate {c.reason}" for c in candidates]
 
-        outcome = (ctx.last_outcome or {}).get("outcome")
+        # One reflection per unsettled verdict: a harness revision judged since then already answered it.
+        outcome = None if (ctx.last_outcome or {}).get("reflected") else (ctx.last_outcome or {}).get("outcome")
         must_reflect = outcome in UNSETTLED and not ctx.harness_revised
         chosen = None
         if candidates and not must_reflect:

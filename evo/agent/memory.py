@@ -84,11 +84,19 @@ def _delta(h: dict) -> str:
 
 
 def _headline(summary: dict) -> str:
+    """The attributed figure, then progress against the parent where it differs: both verdicts a reader needs."""
     h = summary.get("headline") or {}
     if h.get("value") is None:
         return "—"
     delta = _delta(h)
-    return f"{h.get('metric', 'score')} {h['value']:.4g}" + (f" ({delta})" if delta else "")
+    against = summary.get("against")
+    text = f"{h.get('metric', 'score')} {h['value']:.4g}" + (f" ({delta}" + (f" vs {against}" if against else "") + ")" if delta else "")
+    progress = summary.get("progress") or {}
+    if progress and progress.get("against") != against:
+        text += f"; vs {progress['against']}: {progress['outcome']} ({_delta(progress.get('headline') or {})})"
+    if summary.get("confounded"):
+        text += "; confounded: compared with the parent after extra training"
+    return text
 
 
 def _intervention(summary: dict) -> str:
@@ -185,7 +193,7 @@ def _version_key(name: str):
 
 def _note_line(s: dict) -> str:
     delta = _delta(s.get("headline") or {})
-    delta = f", {delta}" if delta else ""
+    delta = f", {delta}" + (f" vs {s['against']}" if s.get("against") else "") if delta else ""
     return f"- {s['name']} (from {', '.join(s.get('parents') or []) or '—'}): {_intervention(s)} → {s['outcome']}{delta} <!-- evo:{s['name']} -->"
 
 

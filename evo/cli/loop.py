@@ -66,6 +66,36 @@ def run_cmd(workspace, steps, agent, as_json):
         click.echo(stopped)
 
 
+@click.command("calibrate")
+@workspace_option
+@click.option("--runs", type=click.IntRange(min=2, max=32), default=3, show_default=True,
+              help="Runs of v0's recipe in all (v0 itself included); only the missing ones are trained.")
+@json_option
+def calibrate_cmd(workspace, runs, as_json):
+    """Measure the noise floor: v0's recipe trained again from the base model under other seeds.
+
+    The spread of Avg@k between these runs is the seed-to-seed noise every
+    verdict's interval includes. `evo step` measures it when it bootstraps v0
+    (evo.yaml search.calibration_seeds); this adds runs to a workspace that has
+    fewer.
+    """
+    from evo.loop.step import StepRunner
+
+    con = console()
+    say = (lambda msg: None) if as_json else (lambda msg: con.print(f"[dim]>[/dim] {msg}"))
+    result = StepRunner(workspace, say=say, progress=not as_json).calibrate(runs)
+
+    def render(r):
+        n = r["noise"]
+        click.echo(f"calibrated {r['version']}: {len(r['seeds'])} runs (seeds {', '.join(map(str, r['seeds']))}; "
+                   f"trained now: {', '.join(map(str, r['trained'])) or 'none'})")
+        if n:
+            click.echo(f"seed-to-seed sigma of Avg@k {n['sigma']:.4f} ({n['runs']} runs, {n['df']} df); "
+                       f"noise floor of a one-seed comparison ±{r['noise_floor_one_seed']:.4f}")
+
+    emit(result, as_json, render)
+
+
 @click.command("approve")
 @workspace_option
 @click.argument("version")
@@ -122,5 +152,5 @@ def validate_cmd(workspace, as_json):
 
 
 def register(group):
-    for cmd in (step_cmd, run_cmd, approve_cmd, reject_cmd, pr_cmd, validate_cmd):
+    for cmd in (step_cmd, run_cmd, calibrate_cmd, approve_cmd, reject_cmd, pr_cmd, validate_cmd):
         group.add_command(cmd)

@@ -56,14 +56,18 @@ def paired_comparison(child_eval, parent_eval, *, B: int = stats.DEFAULT_B, seed
     boot = stats.paired_bootstrap(paired.child, paired.parent, paired.strata, B=B, seed=seed,
                                   stratum_confidence=stratum_confidence)
     floor = noise.floor(child_seeds, parent_seeds) if noise else 0.0
-    ci_low, ci_high = stats.widen(boot["ci_low"], boot["ci_high"], boot["delta"], floor)
+    ci_low, ci_high = boot["ci_low"], boot["ci_high"]
+    if noise:
+        ci_low, ci_high = stats.widen(ci_low, ci_high, boot["delta"], noise.se(child_seeds, parent_seeds),
+                                      seed_df=noise.df, boot_df=boot["n_tasks"] - 1)
     for s, r in boot["per_stratum"].items():
         in_s = paired.strata == s
         r["value"] = float(paired.child[in_s].mean())
         r["baseline_value"] = float(paired.parent[in_s].mean())
         if noise:
-            extra = noise.floor(child_seeds, parent_seeds, stratum=s, confidence=stratum_confidence)
-            r["ci_low"], r["ci_high"] = stats.widen(r["ci_low"], r["ci_high"], r["delta"], extra)
+            r["ci_low"], r["ci_high"] = stats.widen(
+                r["ci_low"], r["ci_high"], r["delta"], noise.se(child_seeds, parent_seeds, stratum=s),
+                seed_df=noise.df, boot_df=r["n_tasks"] - 1, confidence=stratum_confidence)
     return {
         "metric": HEADLINE,
         "value": float(paired.child.mean()),

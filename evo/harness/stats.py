@@ -13,11 +13,12 @@ recipe is trained again under another seed. `SeedNoise` is that spread,
 measured from replicate trainings (the noise-floor calibration of v0, and any
 `search.train_seeds` replicates): a random-effects view in which a run's Avg@k
 is mu(recipe) + u_seed + e, u_seed ~ N(0, sigma^2). `widen` adds the seed term
-to a bootstrap interval, half-width^2 = h_boot^2 + (z sigma)^2 (1/n_c + 1/n_b)
-per side (n = the number of seeds behind each arm's score; a fixed model, such
-as the parent a candidate started from, contributes no seed term). The eval
-noise inside sigma is counted twice (it is in the bootstrap too), which makes
-the interval conservative, never narrower than the truth.
+to a bootstrap interval per side: se^2 = (h_boot / z)^2 + sigma^2 (1/n_c + 1/n_b)
+(n = the number of seeds behind each arm's score; a fixed model, such as the
+parent a candidate started from, contributes no seed term), and the half-width
+is t(nu) * se with nu the Welch-Satterthwaite degrees of freedom, since sigma
+comes from only a few runs. The eval noise inside sigma is counted twice (it is
+in the bootstrap too), which makes the interval conservative.
 
 The bootstrap is stratified: tasks are resampled within each stratum
 (benchmark subset / difficulty level), so every resample keeps the strata's
@@ -221,15 +222,19 @@ class SeedNoise:
     df: int
     runs: int
 
-    def floor(self, n_child: int | None, n_baseline: int | None, *, stratum: str | None = None,
-              confidence: float = CONFIDENCE) -> float:
-        """Half-width the seed noise alone adds to a difference of two scores (0 for two fixed models).
+    def se(self, n_child: int | None, n_baseline: int | None, *, stratum: str | None = None) -> float:
+        """Standard error the seed noise adds to a difference of two scores (0 for two fixed models).
 
         `n_child` / `n_baseline`: seeds averaged into each side's score; None = a fixed model.
         """
         terms = sum(1.0 / n for n in (n_child, n_baseline) if n)
         sigma = self.sigma if stratum is None else self.per_stratum.get(stratum, self.sigma)
-        return z_value(confidence) * sigma * float(np.sqrt(terms))
+        return sigma * float(np.sqrt(terms))
+
+    def floor(self, n_child: int | None, n_baseline: int | None, *, stratum: str | None = None,
+              confidence: float = CONFIDENCE) -> float:
+        """The noise floor: the half-width seed luck alone gives a difference (Student t on `df`)."""
+        return t_value(confidence, self.df) * self.se(n_child, n_baseline, stratum=stratum)
 
     def to_dict(self) -> dict:
         return {"sigma": self.sigma, "per_stratum": dict(self.per_stratum), "df": self.df, "runs": self.runs}
@@ -273,8 +278,29 @@ def seed_noise(replicate_sets) -> SeedNoise | None:
                      df, runs)
 
 
-def widen(low: float, high: float, delta: float, extra: float) -> tuple[float, float]:
-    """Add an independent half-width `extra` to each side of an interval around `delta` (in quadrature)."""
-    if extra <= 0:
+def widen(low: float, high: float, delta: float, seed_se: float, *, seed_df: int, boot_df: int,
+          confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Add the seed noise to a bootstrap interval around `delta`, each side on its own.
+
+    The bootstrap half-width of a side is read as z * se_boot; the seed term
+    adds `seed_se` in quadrature, and because sigma comes from a handful of
+    runs the quantile is Student's t on the Welch-Satterthwaite degrees of
+    freedom of the sum (a seed term estimated from 2 runs widens far more
+    than one estimated from 20).
+    """
+    if seed_se <= 0:
         return low, high
-    return (delta - float(np.hypot(delta - low, extra)), delta + float(np.hypot(high - delta, extra)))
+    z = z_value(confidence)
+    out = []
+    for half in (delta - low, high - delta):
+        boot_var, seed_var = (max(half, 0.0) / z) ** 2, seed_se ** 2
+        nu = (boot_var + seed_var) ** 2 / (boot_var ** 2 / max(boot_df, 1) + seed_var ** 2 / max(seed_df, 1))
+        out.append(t_value(confidence, nu) * float(np.sqrt(boot_var + seed_var)))
+    return delta - out[0], delta + out[1]
+
+
+def t_value(confidence: float, df: float) -> float:
+    """The two-sided Student t quantile of `confidence` on `df` degrees of freedom."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + confidence / 2, max(float(df), 1.0)))

@@ -28,7 +28,8 @@ from evo.harness import stats
 from evo.harness.compare import compare_runs
 
 SCHEMA = 2  # judged events with `attributed` / `progress`; schema 1 events carry one comparison with the parent
-HEADLINE_KEYS = ("metric", "value", "baseline_value", "delta", "ci_low", "ci_high", "p_value", "noise_floor")
+HEADLINE_KEYS = ("metric", "value", "baseline_value", "delta", "ci_low", "ci_high", "p_value", "noise_floor",
+                 "boot_ci_low", "boot_ci_high")  # boot_*: the task-sampling-only interval, before the seed term
 
 
 def headline_of(cmp: dict) -> dict:

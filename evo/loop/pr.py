@@ -22,11 +22,38 @@ def _fmt_interval(h: dict) -> str:
         return "not judged yet"
     text = f"**{h.get('metric', 'score/avg_at_k')} = {h['value']:.4f}**"
     if h.get("delta") is not None:
-        text += f", delta {h['delta']:+.4f} (95% CI [{h.get('ci_low', 0):+.4f}, {h.get('ci_high', 0):+.4f}]"
+        bounds = ", ".join("?" if h.get(k) is None else f"{h[k]:+.4f}" for k in ("ci_low", "ci_high"))
+        text += f", delta {h['delta']:+.4f} (95% CI [{bounds}]"
         if h.get("p_value") is not None:
             text += f", Wilcoxon p = {h['p_value']:.3g}"
         text += ")"
     return text
+
+
+def _outcome_lines(judged: dict, parent: str | None, rec) -> list[str]:
+    """The attributed verdict (which decides), progress against the parent, and what the figures rest on."""
+    from evo.loop.versions import is_confounded
+
+    if not judged:
+        return ["- class: **pending**"]
+    attributed = judged.get("attributed") or {}
+    against = attributed.get("against") or judged.get("baseline") or parent or "-"
+    what = (f"its counterfactual control `{attributed.get('control')}` (the parent's recipe continued under the same "
+            "schedule and seeds)" if against == "control" else f"`{against}`")
+    lines = [f"- class: **{judged['outcome']}** against {what} — this decides",
+             f"- headline: {_fmt_interval(judged.get('headline') or {})}"]
+    progress = judged.get("progress") or {}
+    if progress and progress.get("against") != against:
+        lines.append(f"- progress vs `{progress['against']}`: **{progress['outcome']}**, {_fmt_interval(progress.get('headline') or {})}")
+    if is_confounded(rec):
+        lines.append("- **confounded**: compared with the parent only, so the delta includes whatever the extra "
+                     "training steps alone would have given (`search.control: none`, or judged before attribution)")
+    noise = judged.get("noise") or {}
+    if noise.get("sigma") is not None:
+        lines.append(f"- seed noise: Avg@k sigma {noise['sigma']:.4f} between training seeds ({noise.get('runs')} runs); "
+                     f"{judged.get('seeds', 1)} seed(s) behind this version's score")
+    lines += [f"- {reason}" for reason in judged.get("reasons", []) or []]
+    return lines
 
 
 def _evidence(evidence) -> str:
@@ -74,10 +101,7 @@ def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
         if diag_md.exists():
             lines += ["", f"### Diagnosis of {parent}", "", diag_md.read_text().strip()]
     lines += ["", "### Backtest", (backtested or {}).get("message") or "no backtest (not a reward or filter change)"]
-    lines += ["", "### Outcome", f"- class: **{judged.get('outcome', 'pending')}** vs `{judged.get('baseline', parent or '-')}`",
-              f"- headline: {_fmt_interval(judged.get('headline') or {})}"]
-    for reason in judged.get("reasons", []) or []:
-        lines.append(f"- {reason}")
+    lines += ["", "### Outcome"] + _outcome_lines(judged, parent, rec)
     vetoes = judged.get("vetoes") or []
     lines += ["", "### Audits", "no veto" if judged and not vetoes else ("pending" if not judged else "")]
     for v in vetoes:

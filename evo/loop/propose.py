@@ -47,7 +47,7 @@ class ProposalPhases:
         last = V.last_transition(records)
         agent = get_agent(self.settings, backend=self.agent_backend)
         ctx = AgentContext(
-            phase="reflect" if last and last.get("outcome") in ("mixed", "insufficient") else "propose",
+            phase="reflect" if last and last.get("outcome") in ("mixed", "insufficient") and not last["reflected"] else "propose",
             harness_revised=False,
             root=self.root, worktree=Path(worktree), version=version, parent=parent,
             domain=parent_recipe["domain"]["name"], recipe=parent_recipe, diagnosis=diagnosis,

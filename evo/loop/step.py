@@ -96,6 +96,40 @@ class StepRunner(ProposalPhases):
             report.bootstrapped = bootstrapped
             return report
 
+    def calibrate(self, runs: int) -> dict:
+        """Measure (or widen) the noise floor: v0's recipe trained from the base model under `runs` seeds in all.
+
+        The bootstrap does this with `search.calibration_seeds`; this adds the
+        runs a workspace lacks (e.g. one created before calibration existed).
+        Returns the pooled seed noise and the runs behind it.
+        """
+        from evo.lineage import Lineage
+        from evo.lineage.lock import workspace_lock
+
+        self.lineage = Lineage.open(self.root)
+        self.settings = load_settings(self.root)
+        with workspace_lock(self.root, "evo calibrate"):
+            if Journal.load(self.root) is not None:
+                raise WorkspaceError("a step is in flight; finish it with `evo step` before calibrating")
+            records = self.lineage.read_all()
+            base = "v0"
+            if records.get(base) is None or records[base].last("evaluated") is None:
+                raise WorkspaceError("v0 has not been trained yet; run `evo step` (its bootstrap calibrates)")
+            recipe = V.recipe_of(self.lineage, base)
+            have = sorted(R.replicate_events(records[base]))
+            own = int(records[base].last("trained").get("seed", recipe["seed"]))
+            seeds = [own] + have
+            extra, candidate = [], max(seeds) + 1
+            while len(seeds) + len(extra) < runs:
+                extra.append(candidate)
+                candidate += 1
+            self._replicates(base, Plan("bootstrap", recipe, [own], calibration=extra), None)
+            records = self.lineage.read_all()
+            noise = R.workspace_noise(records)
+            return {"version": base, "seeds": [own] + sorted(R.replicate_events(records[base])), "trained": extra,
+                    "noise": noise.to_dict() if noise else None,
+                    "noise_floor_one_seed": noise.floor(1, 1) if noise else None}
+
     def _waiting_report(self, version: str, result: dict) -> StepReport:
         return StepReport(status="awaiting-approval", version=version, estimate=result.get("estimate", {}),
                           message=f"run `evo approve {version}` (or `evo reject {version}`), then `evo step`")
@@ -220,7 +254,7 @@ class StepRunner(ProposalPhases):
                 return {"status": "awaiting-approval", "estimate": estimate}
         if plan.control or plan.kind == "continue":
             self._phase(journal, "control", lambda: self._control(version, plan, parent, parent_recipe))
-        ran = self._phase(journal, "run", lambda: self._run(version, plan, parent))
+        ran = self._phase(journal, "run", lambda: self._run(version, plan, parent, parent_recipe))
         if plan.kind == "bootstrap":
             self._phase(journal, "replicates", lambda: self._replicates(version, plan, None))
         self._phase(journal, "evaluate", lambda: self._evaluate(version, plan, ran))
@@ -295,7 +329,7 @@ class StepRunner(ProposalPhases):
             trained.append(key)
         return {"reused": reused, "trained": trained}
 
-    def _run(self, version: str, plan: Plan, parent: str | None) -> dict:
+    def _run(self, version: str, plan: Plan, parent: str | None, parent_recipe: dict | None = None) -> dict:
         out = artifact_dir(self.root, self.settings, version)
         if plan.kind == "harness":
             V.write_link(self.root, self.settings, version, parent)
@@ -303,9 +337,13 @@ class StepRunner(ProposalPhases):
         if plan.kind == "continue":  # the continuation is the control's run: reuse it, train nothing
             steps = plan.control_steps
             sources = [R.control_dir(self.root, self.settings, parent, R.control_key(steps, s)) for s in plan.seeds]
-            R.clone_run(sources[0], out)
-            for seed, source in zip(plan.seeds[1:], sources[1:]):
-                R.clone_run(source, R.replicate_dir(self.root, self.settings, version, seed))
+            targets = [out] + [R.replicate_dir(self.root, self.settings, version, s) for s in plan.seeds[1:]]
+            for source, target in zip(sources, targets):
+                R.clone_run(source, target)
+                if plan.recipe["eval"] != parent_recipe["eval"]:  # a harness revision changed the measurement
+                    from evo.train.evaluate import evaluate
+
+                    evaluate(target / "checkpoint", plan.recipe, target)
             summary = json.loads((out / "summary.json").read_text())
             from_control = R.control_key(steps, plan.seeds[0])
         else:
@@ -345,8 +383,7 @@ class StepRunner(ProposalPhases):
 
     def _evaluate(self, version: str, plan: Plan, ran: dict) -> dict:
         out = artifact_dir(self.root, self.settings, version)
-        summary = out / "summary.json"
-        ev = json.loads(summary.read_text()).get("eval") if ran.get("trained") and summary.exists() else None
+        ev = R.eval_summary(out) if ran.get("trained") and (out / "eval.json").exists() else None
         if ev is None:  # train_recipe evaluates its final checkpoint; a harness-only version does not train
             from evo.train.evaluate import evaluate
 

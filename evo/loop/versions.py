@@ -40,38 +40,57 @@ def last_transition(records: dict) -> dict | None:
     Harness-only revisions are skipped: they re-evaluate the parent's own
     policy, so their `insufficient` says nothing about an intervention, and
     letting it trigger another reflection would revise the harness forever.
+    `reflected` says a harness revision has already been judged since that
+    verdict: the reflection it called for happened, so it calls for no other.
     """
-    def is_policy_candidate(rec) -> bool:
-        intervention = (rec.last("created") or {}).get("intervention") or {}
-        return rec.name != "v0" and rec.last("judged") is not None and intervention.get("kind") != "harness"
+    def kind(rec) -> str | None:
+        return ((rec.last("created") or {}).get("intervention") or {}).get("kind")
 
-    candidates = [rec for rec in records.values() if is_policy_candidate(rec)]
+    candidates = [rec for rec in records.values()
+                  if rec.name != "v0" and rec.last("judged") is not None and kind(rec) != "harness"]
     if not candidates:
         return None
     latest = max(candidates, key=lambda rec: rec.number)
-    return {**latest.last("judged"), "version": latest.name}
+    reflected = any(rec.number > latest.number and kind(rec) == "harness" and rec.last("judged") is not None
+                    for rec in records.values())
+    return {**latest.last("judged"), "version": latest.name, "reflected": reflected}
+
+
+def policy_source(records: dict, name: str) -> list[str]:
+    """`name` and the ancestors whose policy it shares: a harness-only revision trains nothing."""
+    chain = [name]
+    while True:
+        rec = records.get(chain[-1])
+        intervention = ((rec.last("created") or {}).get("intervention") or {}) if rec is not None else {}
+        if rec is None or not rec.parents or intervention.get("kind") != "harness" or rec.last("trained"):
+            return chain
+        chain.append(rec.parents[0])
 
 
 def continuations(records: dict, name: str) -> list[dict]:
     """What continuing `name`'s own recipe from its checkpoint gave, each time it was measured.
 
     From the controls trained for its children (`control` events on it) and
-    from continue-training children (their progress against it), oldest first:
+    from continue-training children (their progress against it), oldest first;
+    a harness-only revision shares its parent's policy, so it shares those too:
     `{via, steps, outcome, delta, ci_low, ci_high, noise_floor, value}`.
     """
     from evo.loop.runs import control_events
 
     out = []
-    latest: dict[int, dict] = {}  # a schedule measured again with more seeds supersedes its earlier figure
-    for ev in control_events(records.get(name)).values():
-        if ev.get("continuation"):
-            latest[int(ev["steps"])] = {"via": f"control {ev['key']}", "steps": int(ev["steps"]), "time": ev["time"],
-                                        **_figure_fields(ev["continuation"])}
-    out += latest.values()
+    sharing = policy_source(records, name)  # a harness-only revision's policy is its parent's
+    for source in sharing:
+        latest: dict[int, dict] = {}  # a schedule measured again with more seeds supersedes its earlier figure
+        for ev in control_events(records.get(source)).values():
+            if ev.get("continuation"):
+                latest[int(ev["steps"])] = {"via": f"control {ev['key']} of {source}", "steps": int(ev["steps"]),
+                                            "time": ev["time"], **_figure_fields(ev["continuation"])}
+        out += latest.values()
     for rec in records.values():
         created = rec.last("created") or {}
         judged = rec.last("judged") or {}
-        if list(rec.parents)[:1] == [name] and (created.get("intervention") or {}).get("kind") == "continue" and judged:
+        if list(rec.parents)[:1] and rec.parents[0] in sharing and judged \
+                and (created.get("intervention") or {}).get("kind") == "continue":
             figure = judged.get("progress") or judged
             out.append({"via": rec.name, "steps": None, "time": judged["time"], **_figure_fields(figure)})
     return sorted(out, key=lambda c: c["time"])

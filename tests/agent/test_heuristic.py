@@ -37,6 +37,24 @@ CASES = {
         {"signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/judge_if": 0.5, "behavior/truncated_frac": 0.0},
         {"signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/judge_if": 0.05, "behavior/truncated_frac": 0.0},
         "reward.terms"),
+    # schedule levers (issue: keep learning)
+    "lower-learning-rate": (
+        {}, {"signal/clip_frac_high_last": 0.35},
+        {"signal/clip_frac_high_last": 0.01, "signal/kl_last": 0.3, "signal/kl_change": 0.5}, "grpo.learning_rate"),
+    "raise-temperature": (
+        {}, {"signal/entropy_change": -0.7, "signal/dead_group_ratio_change": 0.3},
+        {"signal/entropy_change": -0.7, "signal/dead_group_ratio_change": 0.0}, "rollout.temperature"),
+    "raise-kl-coef": (
+        {}, {"signal/entropy_change": -0.7, "signal/kl_last": 0.3},
+        {"signal/entropy_change": -0.1, "signal/kl_last": 0.3}, "grpo.kl_coef"),
+    "longer-versions": (
+        {}, {"version/continue_streak": 2, "signal/reward_slope_t": 3.5},
+        {"version/continue_streak": 1, "signal/reward_slope_t": 3.5}, "grpo.steps"),
+    "more-policy-iterations": (
+        {}, {"version/continuation_measured": 1, "version/continuation_z": 0.4, "signal/kl_last": 0.01,
+             "signal/clip_frac_high_last": 0.0},
+        {"version/continuation_measured": 1, "version/continuation_z": 3.0, "signal/kl_last": 0.01,
+         "signal/clip_frac_high_last": 0.0}, "grpo.num_iterations"),
 }
 
 
@@ -316,3 +334,36 @@ def test_a_siblings_harness_revision_is_not_repeated_either(kit, make_ctx, setti
     last = {"version": "v3", "outcome": "insufficient", "headline": {}}
     proposal = get_agent(settings).propose(make_ctx(kit.diagnosis(TRUNCATED), lineage=lineage, last_outcome=last))
     assert proposal is None or proposal.manifest["change"] not in ("eval.k: 8 → 16", "rollout.max_new_tokens: 4 → 8")
+
+
+def test_continue_training_fires_on_a_measured_gain_or_a_rising_curve(kit, make_ctx, worktree, settings):
+    skill = [kit.skill_named("continue-training")]
+    before = (worktree / "recipe.yaml").read_text()
+    measured = make_ctx(kit.diagnosis({"version/continuation_measured": 1, "version/continuation_z": 4.1}), skills=skill)
+    proposal = _propose(settings, measured)
+    assert proposal.manifest["kind"] == "continue" and proposal.manifest["factor"] == "continue"
+    assert "v0" in proposal.manifest["change"] and "version/continuation_z = 4.1" in proposal.manifest["hypothesis"]
+    assert (worktree / "recipe.yaml").read_text() == before, "continuing changes nothing"
+    _guard(proposal, measured, worktree, settings, changed=())
+    rising = make_ctx(kit.diagnosis({"version/continuation_measured": 0, "signal/reward_slope_t": 3.0}), skills=skill)
+    assert _propose(settings, rising).manifest["kind"] == "continue"
+    # A measured continuation that did not help outweighs a rising training curve: that is a plateau.
+    plateau = {"version/continuation_measured": 1, "version/continuation_z": 0.8, "signal/reward_slope_t": 3.0}
+    assert _propose(settings, make_ctx(kit.diagnosis(plateau), skills=skill)) is None
+
+
+def test_a_continue_already_tried_from_this_parent_is_not_repeated(kit, make_ctx, settings):
+    diag = kit.diagnosis({"version/continuation_measured": 1, "version/continuation_z": 4.1})
+    sibling = {"name": "v3", "parents": ["v0"], "state": "pruned", "outcome": "insufficient",
+               "intervention": {"kind": "continue", "factor": "continue", "change": "continue v0's recipe for 20 more steps"}}
+    ctx = make_ctx(diag, skills=[kit.skill_named("continue-training")], lineage=[sibling])
+    assert _propose(settings, ctx) is None
+
+
+def test_a_plateau_at_a_high_clip_fraction_leads_to_a_learning_rate_candidate(kit, make_ctx, settings):
+    plateau = {"version/continuation_measured": 1, "version/continuation_z": 0.5, "version/continuation_delta": 0.003,
+               "signal/reward_slope_t": 0.4, "signal/clip_frac_high_last": 0.31, "signal/kl_last": 0.04,
+               "signal/kl_change": 0.2, "behavior/truncated_frac": 0.0, "signal/dead_group_ratio": 0.1}
+    proposal = _propose(settings, make_ctx(kit.diagnosis(plateau)))  # every built-in skill
+    assert proposal is not None and proposal.manifest["factor"] == "grpo.learning_rate"
+    assert proposal.manifest["change_to"] == pytest.approx(proposal.manifest["change_from"] * 0.5)

@@ -15,12 +15,12 @@ from collections import Counter
 from loop_support import FAST_SETTINGS, copy_workspace, evo, evo_json, init_workspace, lineage_fingerprint
 
 # Every phase of a first step (the v1 transition; the bootstrap of v0 runs the
-# same gate/run/evaluate/judge code under its own journal, so two of its phases
+# same gate/run/evaluate/judge code under its own journal, so three of its phases
 # stand for it), killed as the phase starts, plus kills inside phases between a
-# git write and its record (":mid").
+# git write (or a finished control run) and its record (":mid").
 KILL_SEQUENCE = [
-    "evaluate-base", "run",  # bootstrap of v0
-    "diagnose", "propose", "commit:mid", "backtest", "gate", "run", "evaluate", "judge",
+    "evaluate-base", "run", "replicates",  # bootstrap of v0 (replicates: the noise-floor calibration)
+    "diagnose", "propose", "commit:mid", "backtest", "gate", "control", "control:mid", "run", "evaluate", "judge",
     "decide:mid", "record:mid",
 ]
 
@@ -41,6 +41,10 @@ def test_first_step_bootstraps_v0_and_records_v1(stepped):
     created = next(e for e in shown["events"] if e["event"] == "created")
     assert created["intervention"]["factor"] == "rollout.max_new_tokens"
     assert "behavior.truncation" in created["intervention"]["evidence"]["findings"]
+    # A real fix beats its counterfactual control, not only the parent it started from.
+    judged = next(e for e in shown["events"] if e["event"] == "judged")
+    assert judged["attributed"]["against"] == "control" and judged["outcome"] == "improvement", judged
+    assert "outcome: improvement vs control" in out
 
 
 def test_killed_at_each_phase_resumes_to_the_same_lineage(stepped, tmp_path):

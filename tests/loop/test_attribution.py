@@ -1,0 +1,147 @@
+"""Verdicts that are evidence: the counterfactual control, seed replicates, the noise floor,
+and a loop that keeps learning until a plateau is measured.
+
+Real git, real tiny training, the real `evo` command in subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from loop_support import evo, evo_json, init_workspace, patch_settings
+
+# More steps of this recipe keep helping: room to answer (8 tokens) and the embedded default's
+# batch and learning rate, in versions of 10 steps (measured: continuing v0 for 10 steps gains
+# about +0.06 Avg@8, an interval well above 0). Fewer calibration runs than the default keep it quick.
+LEARNING_RECIPE = """\
+name: arithmetic-test-learning
+seed: 0
+domain: {name: arithmetic}
+model: {name: builtin:tiny-char}
+rollout: {prompts_per_step: 16, num_generations: 8, max_new_tokens: 8}
+grpo: {steps: 10, learning_rate: 0.0005}
+reward:
+  terms: [{name: correctness, weight: 1.0}]
+eval: {k: 8, seed: 42}
+"""
+
+# A command agent that makes a change which cannot affect training (the anomaly filter is
+# disabled, so its n-gram length is never read) and claims a skill, as an LLM agent might.
+NOOP_AGENT = """
+import json, pathlib, sys, yaml
+key = sys.argv[1]
+recipe = yaml.safe_load(pathlib.Path("recipe.yaml").read_text())
+anomaly = recipe.setdefault("filters", {}).setdefault("anomaly", {})
+before = anomaly.get(key, 4)
+anomaly[key] = before + 1
+pathlib.Path("recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+pathlib.Path(".evo").mkdir(exist_ok=True)
+pathlib.Path(".evo/manifest.json").write_text(json.dumps({
+    "kind": "policy", "factor": f"filters.anomaly.{key}", "change": f"filters.anomaly.{key}: {before} -> {before + 1}",
+    "hypothesis": "a no-op: the anomaly filter is disabled", "evidence": {"findings": [], "metrics": {}},
+    "predicted_effect": "none", "expected_cost": "same", "skill": "std-group-filter"}))
+"""
+
+
+def _noop_agent(root, tmp_path, key):
+    script = tmp_path / f"noop-{key}.py"
+    script.write_text(NOOP_AGENT)
+    patch_settings(root, {"agent": {"backend": "command", "command": f"{sys.executable} {script} {key}"}})
+
+
+def _judged(root, version):
+    return next(e for e in evo_json("show", "-C", root, version)["events"] if e["event"] == "judged")
+
+
+@pytest.fixture(scope="module")
+def noop_ws(tmp_path_factory):
+    """Bootstrap + a no-op candidate v1 + a second no-op sibling v2 from the same parent."""
+    tmp = tmp_path_factory.mktemp("noop")
+    root = init_workspace(tmp / "ws", LEARNING_RECIPE, settings_patch={"search": {"calibration_seeds": 3}})
+    _noop_agent(root, tmp, "ngram")
+    evo("step", "-C", root)
+    _noop_agent(root, tmp, "max_ngram_repeats")
+    evo("step", "-C", root)
+    return root
+
+
+def test_a_no_op_intervention_is_never_an_improvement(noop_ws):
+    judged = _judged(noop_ws, "v1")
+    assert judged["schema"] == 2 and judged["attributed"]["against"] == "control"
+    assert judged["outcome"] != "improvement", judged
+    # The confound this guards against: more training alone beat the parent.
+    assert judged["progress"]["outcome"] == "improvement", "setup: more steps of this recipe must help"
+    assert abs(judged["headline"]["delta"]) < judged["headline"]["ci_high"] - judged["headline"]["ci_low"]
+    shown = evo("show", "-C", noop_ws, "v1").stdout
+    assert "control" in shown
+    body = evo_json("pr", "-C", noop_ws, "v1")["body"]
+    assert "counterfactual control" in body and "progress vs `v0`" in body
+
+
+def test_skill_evidence_records_the_attributed_outcome(noop_ws):
+    text = (noop_ws / "skills" / "std-group-filter" / "SKILL.md").read_text()
+    outcome = _judged(noop_ws, "v1")["outcome"]
+    assert f"{{version: v1, outcome: {outcome}, domain: arithmetic}}" in text and outcome != "improvement"
+    lineage_md = (noop_ws / "memory" / "lineage.md").read_text()
+    assert "vs control" in lineage_md and "vs v0: improvement" in lineage_md
+
+
+def test_siblings_share_one_control(noop_ws):
+    v0 = evo_json("show", "-C", noop_ws, "v0")
+    controls = [e for e in v0["events"] if e["event"] == "control"]
+    assert [c["key"] for c in controls] == ["steps10-seed0"] and controls[0]["for"] == "v1"
+    runs = sorted((noop_ws / ".evo" / "artifacts" / "controls" / "v0").glob("*/summary.json"))
+    assert len(runs) == 1, "the control is trained once"
+    first = json.loads((noop_ws / ".evo" / "journal" / "done" / "v1.json").read_text())["results"]["control"]
+    second = json.loads((noop_ws / ".evo" / "journal" / "done" / "v2.json").read_text())["results"]["control"]
+    assert first == {"reused": [], "trained": ["steps10-seed0"]}
+    assert second == {"reused": ["steps10-seed0"], "trained": []}
+    assert _judged(noop_ws, "v2")["attributed"]["control"] == "steps10-seed0"
+    # The control's own comparison with the parent is kept on the parent: what continuing gave.
+    assert controls[0]["continuation"]["outcome"] == "improvement"
+    # The noise floor was measured at the bootstrap: v0 under three seeds.
+    assert [e["seed"] for e in v0["events"] if e["event"] == "replicated"] == [1, 2]
+    assert _judged(noop_ws, "v1")["noise"]["runs"] == 3
+
+
+def test_two_training_seeds_record_both_and_widen_the_interval(tmp_path):
+    root = init_workspace(tmp_path / "ws", LEARNING_RECIPE,
+                          settings_patch={"search": {"train_seeds": 2, "calibration_seeds": 2}})
+    _noop_agent(root, tmp_path, "ngram")
+    evo("step", "-C", root)
+    v1 = evo_json("show", "-C", root, "v1")
+    replicas = [e for e in v1["events"] if e["event"] == "replicated"]
+    assert [r["seed"] for r in replicas] == [1] and replicas[0]["artifacts"]
+    assert all(a["sha256"] for a in replicas[0]["artifacts"])
+    assert (root / ".evo/artifacts" / replicas[0]["run"] / "checkpoint").is_dir()
+    v0 = evo_json("show", "-C", root, "v0")
+    assert sorted(e["key"] for e in v0["events"] if e["event"] == "control") == ["steps10-seed0", "steps10-seed1"]
+    judged = next(e for e in v1["events"] if e["event"] == "judged")
+    h = judged["headline"]
+    assert judged["seeds"] == 2 and h["noise_floor"] > 0
+    assert h["ci_high"] - h["ci_low"] > h["boot_ci_high"] - h["boot_ci_low"], "seed noise widens the task-only interval"
+
+
+def test_control_none_keeps_the_old_comparison_and_says_it_is_confounded(tmp_path):
+    root = init_workspace(tmp_path / "ws", LEARNING_RECIPE,
+                          settings_patch={"search": {"control": "none", "calibration_seeds": 1}})
+    _noop_agent(root, tmp_path, "ngram")
+    out = evo("step", "-C", root).stdout
+    assert "confounded: yes" in out
+    judged = _judged(root, "v1")
+    assert judged["confounded"] is True and judged["attributed"]["against"] == "v0"
+    assert not (root / ".evo/artifacts/controls").exists()
+    assert "**confounded**" in evo_json("pr", "-C", root, "v1")["body"]
+
+
+def test_a_converged_recipe_stops_on_a_measured_plateau(tmp_path):
+    converged = LEARNING_RECIPE.replace("learning_rate: 0.0005", "learning_rate: 1.0e-9")
+    root = init_workspace(tmp_path / "ws", converged, settings_patch={"search": {"calibration_seeds": 2}})
+    data = evo_json("run", "-C", root, "--steps", "6")
+    last = data["steps"][-1]
+    assert last["status"] == "nothing-to-do", [s["status"] for s in data["steps"]]
+    assert "plateau measured" in last["message"] and last["plateau"]["continuation"]["outcome"] != "improvement"
+    out = evo("step", "-C", root).stdout
+    assert "status: nothing-to-do" in out and "plateau:" in out and "Δ" in out
