@@ -38,6 +38,7 @@ import sys
 import types
 
 MAX_MESSAGE = 1 << 20  # bytes per reply line; a bigger value fails the call
+MAX_INT_DIGITS = 100_000  # both ends: a factorial crosses as a number, a million-digit parse does not
 # the program may not stand in for these on the judge's side (a fake `re` or `math` would answer for the tests)
 RESERVED = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | frozenset(dir(builtins))
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
@@ -94,6 +95,7 @@ def _builtin_base(cls):
 
 def serve(req_fd, rep_fd, names=None):
     """Answer requests until the judge hangs up. `names()` gives the program's globals ("names" op)."""
+    sys.set_int_max_str_digits(MAX_INT_DIGITS)
     handles, index = {}, {}
 
     def ref(obj):
@@ -178,6 +180,7 @@ class Link:
     """The judge's end of the wire: one request at a time, replies decoded strictly."""
 
     def __init__(self, req_fd, rep_fd):
+        sys.set_int_max_str_digits(MAX_INT_DIGITS)
         self.req_fd = req_fd
         self.replies = os.fdopen(rep_fd, "rb")
         self.proxies, self.exceptions = {}, {}
@@ -198,8 +201,7 @@ class Link:
         try:
             reply = parse_literal(line.decode("utf-8"))
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, UnicodeDecodeError):
-            self.dead = "the program sent a malformed reply"
-            raise ProgramError(self.dead) from None
+            raise ProgramError("the program sent a reply the judge cannot read") from None  # this call fails
         return self.decode(reply, op)
 
     def decode(self, reply, op=None):
