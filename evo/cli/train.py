@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -35,30 +36,43 @@ def _render_eval(ev: dict, c) -> None:
 @click.option("--version", "version", type=str, default="", help="Version name stored in the rollout records.")
 @click.option("--restart", is_flag=True, help="Discard what the run folder holds and train from scratch.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Data-parallel training processes (one per GPU); started with --launcher.")
+@click.option("--launcher", type=click.Choice(["torchrun", "deepspeed"]), default="torchrun", show_default=True,
+              help="What starts the --nproc processes.")
 @json_option
-def train_command(recipe, out_dir, init_checkpoint, version, restart, no_progress, as_json):
+def train_command(recipe, out_dir, init_checkpoint, version, restart, no_progress, nproc, launcher, as_json):
     """Train RECIPE (a recipe YAML file or a built-in recipe name) with GRPO.
 
     Writes rollouts.parquet, metrics.jsonl, checkpoint/, eval.parquet, eval.json
     and summary.json into the run folder. Ctrl-C saves a checkpoint after the
     current step; running the same command again resumes. A finished run is
-    reported without training again.
+    reported without training again. --nproc N trains data-parallel on N
+    processes (each samples its share of every step's prompts); running this
+    command under an outside torchrun works too, and only rank 0 reports.
     """
     from evo.recipe import recipe_hash
+    from evo.train.distributed import launched_world
+    from evo.train.launch import run_training
     from evo.train.records import write_json
-    from evo.train.run import clear_run, train_recipe
+    from evo.train.run import clear_run
 
     spec, path = _load_recipe(recipe)
     out = out_dir or Path("runs") / (spec.get("name") or path.stem)
-    if restart:
-        clear_run(out)
-    out.mkdir(parents=True, exist_ok=True)
-    from evo.yamlio import load_yaml
+    main_rank = int(os.environ.get("RANK", "0")) == 0 or launched_world() == 1
+    if main_rank:
+        if restart:
+            clear_run(out)
+        out.mkdir(parents=True, exist_ok=True)
+        from evo.yamlio import load_yaml
 
-    # The YAML as written (normalising again gives `spec`), so `evo eval` can rebuild it.
-    write_json({"recipe_hash": recipe_hash(spec), "source": str(path), "recipe": load_yaml(path)}, out / "recipe.json")
-    result = train_recipe(spec, out, init_checkpoint=init_checkpoint, version=version,
-                          progress=not (no_progress or as_json))
+        # The YAML as written (normalising again gives `spec`), so `evo eval` can rebuild it.
+        write_json({"recipe_hash": recipe_hash(spec), "source": str(path), "recipe": load_yaml(path)},
+                   out / "recipe.json")
+    result = run_training(spec, out, init_checkpoint=init_checkpoint, version=version,
+                          progress=not (no_progress or as_json), nproc=nproc, launcher=launcher)
+    if not main_rank:
+        return
     summary = dict(result.summary, out_dir=str(result.out_dir), checkpoint_dir=str(result.checkpoint_dir))
 
     def render(s):

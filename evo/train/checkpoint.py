@@ -3,9 +3,16 @@
 Layout (docs/contracts.md): `checkpoint/` holds config.json, model.safetensors,
 tokenizer files, `trainer_state.safetensors` (optimizer tensors, torch RNG) and
 `trainer_state.json` (step, recipe hash, init checkpoint, finished flag, the
-optimizer's non-tensor state). A checkpoint is written to a side folder and
-swapped in by rename, so an interrupt while saving never leaves a half-written
-`checkpoint/`: the previous one survives.
+optimizer's non-tensor state, the world size). A checkpoint is written to a
+side folder and swapped in by rename, so an interrupt while saving never leaves
+a half-written `checkpoint/`: the previous one survives.
+
+In a data-parallel run every rank calls `save_checkpoint` (gathering FSDP
+shards is a collective) and rank 0 alone writes, except DeepSpeed's ZeRO
+optimizer partitions, which each rank writes into `deepspeed/` with
+DeepSpeed's own `save_checkpoint`; those resume only at the same world size.
+Torch-engine checkpoints hold the full optimizer state and resume at any
+world size.
 """
 
 from __future__ import annotations
@@ -46,23 +53,35 @@ def _unflatten_optimizer(tensors: dict, meta: dict) -> dict:
 
 
 def save_checkpoint(folder: str | Path, policy, engine, info: dict) -> Path:
-    """Write a complete checkpoint of `policy` + `engine` with `info` (step, recipe_hash, ...)."""
+    """Write a complete checkpoint of `policy` + `engine` with `info` (step, recipe_hash, ...); call on every rank."""
     from safetensors.torch import save_file
 
+    ranks = engine.ranks
     folder = Path(folder)
     partial = folder.with_name(folder.name + ".partial")
     old = folder.with_name(folder.name + ".old")
-    shutil.rmtree(partial, ignore_errors=True)
-    policy.save(partial)
-    tensors, opt_meta = _flatten_optimizer(engine.optimizer_state())
-    tensors["rng.torch"] = torch.get_rng_state()
-    save_file(tensors, str(partial / STATE_TENSORS))
-    (partial / STATE_JSON).write_text(json.dumps({**info, "optimizer": opt_meta}, indent=2) + "\n", encoding="utf-8")
-    if folder.exists():
+    if ranks.main:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+    ranks.barrier()
+    weights = engine.model_state()  # collectives first, on every rank
+    optimizer = engine.optimizer_state()
+    if ranks.main:
+        policy.save(partial, state_dict=weights)
+        tensors, opt_meta = _flatten_optimizer(optimizer) if optimizer is not None else ({}, None)
+        tensors["rng.torch"] = torch.get_rng_state()
+        save_file(tensors, str(partial / STATE_TENSORS))
+        state = {**info, "world_size": ranks.world, "optimizer": opt_meta}
+        (partial / STATE_JSON).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    engine.save_native(partial)
+    ranks.barrier()
+    if ranks.main:
+        if folder.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            folder.rename(old)
+        partial.rename(folder)
         shutil.rmtree(old, ignore_errors=True)
-        folder.rename(old)
-    partial.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
+    ranks.barrier()
     return folder
 
 
@@ -84,13 +103,20 @@ def read_state(folder: str | Path) -> dict:
 
 
 def restore_engine(folder: str | Path, engine) -> dict:
-    """Load optimizer and RNG state into `engine`; returns the trainer_state.json dict."""
+    """Load optimizer and RNG state into `engine` (on every rank); returns the trainer_state.json dict."""
     from safetensors.torch import load_file
 
     folder = Path(folder)
     info = read_state(folder)
     tensors = load_file(str(folder / STATE_TENSORS))
-    engine.load_optimizer_state(_unflatten_optimizer(tensors, info["optimizer"]))
+    if info.get("optimizer") is not None:
+        engine.load_optimizer_state(_unflatten_optimizer(tensors, info["optimizer"]))
+    else:  # DeepSpeed's partitions, one per rank of the world that wrote them
+        written = int(info.get("world_size", 1))
+        if written != engine.ranks.world:
+            raise TrainError(f"{folder}: DeepSpeed checkpoint written by {written} ranks cannot resume on "
+                             f"{engine.ranks.world}; rerun with --nproc {written}, or delete the run folder to start over")
+        engine.load_native(folder)
     if "rng.torch" in tensors:
         torch.set_rng_state(tensors["rng.torch"])
     return info

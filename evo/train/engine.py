@@ -1,36 +1,77 @@
 """Training engines: one GRPO policy update per generated batch, `num_iterations` times.
 
-`TorchEngine` (the default) runs AdamW with gradient clipping on one device,
-splitting the batch into micro-batches of `grpo.micro_batch_size` trajectories
-whose losses add up exactly to the batch loss (the objective's trajectory
-weights are computed over the whole batch). The first iteration records the
-old-policy log-probabilities (the policy that sampled the batch) and the
-reference log-probabilities; later iterations reuse them, so the ratio and
-the clip become active from the second iteration on.
+`TorchEngine` (the default) runs AdamW with gradient clipping, splitting the
+batch into micro-batches of `grpo.micro_batch_size` trajectories whose losses
+add up exactly to the batch loss (the objective's trajectory weights are
+computed over the whole batch). The first iteration records the old-policy
+log-probabilities (the policy that sampled the batch) and the reference
+log-probabilities; later iterations reuse them, so the ratio and the clip
+become active from the second iteration on. The learning rate of each step
+follows `grpo.lr_schedule` (`evo.train.schedule`; the engine is told the step).
+
+Data parallel (`WORLD_SIZE > 1`, see `evo.train.distributed`): each rank holds
+its shard of the step's groups, with weights normalised over every rank's
+live groups, so the ranks' losses sum to the one-process batch loss. DDP, or
+FSDP2 with `grpo.fsdp: true`, averages gradients over ranks, so each rank's
+loss is multiplied by the world size (`global_loss_scale`); every update ends
+with exactly one synced backward per rank (`evo.train.parallel`), and the
+decision to step is taken on the whole batch, never on one rank's shard.
 
 `DeepSpeedEngine` keeps the same loss code and swaps backward/step for a
-DeepSpeed engine launched under `deepspeed`/`torchrun`; it needs a GPU host
-with the `gpu` extra and is not exercised by the CPU test-suite.
+DeepSpeed engine (ZeRO stage 0-2; DeepSpeed averages over ranks the same
+way). ZeRO-2 reduces on every backward, so there all ranks make the same
+number of backward calls (the shorter ones pad with zero-valued backwards).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 from evo.errors import MissingDependencyError, TrainError
+from evo.train import parallel
+from evo.train.distributed import SINGLE
 from evo.train.forward import TrainBatch, response_logits
 from evo.train.objective import gather_logprobs, grpo_loss, masked_row_mean, token_entropy
+from evo.train.schedule import lr_at
+
+
+def global_loss_scale(world: int) -> float:
+    """Factor on each rank's loss so that gradients averaged over `world` ranks equal the whole batch's.
+
+    The weights w_i = 1 / (|G*| |g*|) already divide by the groups of every
+    rank (|G*| is all-reduced), so the ranks' losses *sum* to the batch loss;
+    DDP, FSDP and ZeRO reduce gradients by their *mean*. (verl's `agg_loss`
+    multiplies by the data-parallel size for the same reason.)
+    """
+    return float(world)
 
 
 class TorchEngine:
-    """AdamW + grad clipping + micro-batches + several updates per batch, on one device."""
+    """AdamW + grad clipping + micro-batches + several updates per batch; DDP or FSDP2 over ranks."""
 
-    def __init__(self, model, grpo: dict, *, temperature: float = 1.0, ref_model=None):
+    collective_backward = False  # whether every backward call is a collective (ZeRO-2), not only the synced one
+
+    def __init__(self, model, grpo: dict, *, temperature: float = 1.0, ref_model=None, ranks=SINGLE):
         self.model = model
         self.ref_model = ref_model
         self.cfg = grpo
         self.temperature = float(temperature)
+        self.ranks = ranks
+        self.fsdp = bool(grpo.get("fsdp")) and ranks.world > 1
+        self.sync_module = self._wrap()
         self.optimizer = self._make_optimizer()
+        self.set_step(0)
+
+    def _wrap(self):
+        """The module whose backward reduces gradients over ranks (the model itself in one process)."""
+        if self.ranks.world == 1:
+            return self.model
+        if self.fsdp:
+            parallel.shard_fsdp(self.model, self.ranks)
+            return self.model
+        return parallel.wrap_ddp(self.model, self.ranks)
 
     def _make_optimizer(self):
         params = list(self.model.parameters())
@@ -44,13 +85,29 @@ class TorchEngine:
     def _zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
 
-    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+    def _backward(self, loss: torch.Tensor, sync: bool) -> None:
+        if self.fsdp:
+            parallel.set_gradient_sync(self.model, sync)
         loss.backward()
 
     def _step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(self.cfg["max_grad_norm"]))
+        if hasattr(norm, "full_tensor"):  # FSDP: a DTensor total norm
+            norm = norm.full_tensor()
         self.optimizer.step()
         return float(norm)
+
+    def full_parameters(self):
+        """A block in which every parameter is gathered on this rank (FSDP; a no-op otherwise)."""
+        return parallel.full_parameters(self.model) if self.fsdp else nullcontext()
+
+    # -- the learning rate ------------------------------------------------------------------------
+    def set_step(self, step: int) -> None:
+        """Set the learning rate of GRPO step `step` (`grpo.lr_schedule`, `grpo.warmup_steps`)."""
+        lr = lr_at(step, base=float(self.cfg["learning_rate"]), steps=int(self.cfg["steps"]),
+                   schedule=self.cfg.get("lr_schedule", "constant"), warmup=int(self.cfg.get("warmup_steps", 0)))
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
 
     @property
     def lr(self) -> float:
@@ -70,7 +127,7 @@ class TorchEngine:
         return [i for i in range(batch.size) if weights[i] > 0 and advantages[i] != 0]
 
     def train_step(self, batch: TrainBatch) -> dict:
-        """Run `num_iterations` updates on `batch`; returns scalar and per-trajectory stats."""
+        """Run `num_iterations` updates on `batch` (this rank's shard); returns scalar and per-trajectory stats."""
         n = batch.size
         iterations = int(self.cfg["num_iterations"])
         kl_coef = float(self.cfg["kl_coef"])
@@ -78,46 +135,45 @@ class TorchEngine:
         rows = self._plan(batch, use_ref)
         mb = max(1, int(self.cfg["micro_batch_size"]))
         chunks = [rows[i: i + mb] for i in range(0, len(rows), mb)]
+        parallel_run = self.ranks.world > 1
+        scale = global_loss_scale(self.ranks.world) if parallel_run else 1.0
+        learns = bool((batch.weights > 0).any())  # does anything enter the loss (on any rank, below)
+        if parallel_run:
+            learns = self.ranks.any(learns)
+            if self.collective_backward:  # the same number of backward calls on every rank
+                chunks += [[] for _ in range(self.ranks.all_max(len(chunks)) - len(chunks))]
         per_traj = {k: torch.zeros(n, dtype=torch.float64) for k in ("kl", "clip_frac_low", "clip_frac_high")}
         per_traj["entropy"] = torch.full((n,), float("nan"), dtype=torch.float64)  # rows not computed: unknown
-        old_cache: list[torch.Tensor] = []
+        old_cache: list[torch.Tensor | None] = []
         ref_cache: list[torch.Tensor | None] = []
         losses, norms, updated = [], [], 0
         self.model.train()
         for it in range(iterations):
             self._zero_grad()
             total_loss, any_grad = 0.0, False
-            for c, chunk in enumerate(chunks):
-                idx = torch.tensor(chunk)  # (n,)
-                weights = batch.weights[idx]  # (n,)
-                needs_grad = bool((weights > 0).any())
-                with torch.set_grad_enabled(needs_grad):
-                    logits, targets, mask = response_logits(self.model, batch, chunk, self.temperature)  # (n, R, V)
-                    logp = gather_logprobs(logits, targets)  # (n, R)
-                if it == 0:
-                    with torch.no_grad():
-                        old_cache.append(logp.detach())
-                        per_traj["entropy"][idx] = masked_row_mean(token_entropy(logits.detach()), mask).double()
-                        ref = None
-                        if use_ref:
-                            ref_logits, _, _ = response_logits(self.ref_model, batch, chunk, self.temperature)
-                            ref = gather_logprobs(ref_logits, targets)  # (n, R)
-                        ref_cache.append(ref)
-                loss, stats = grpo_loss(
-                    logp, old_cache[c], batch.advantages[idx], mask, weights,
-                    ref_logp=ref_cache[c], eps_low=float(self.cfg["eps_low"]), eps_high=float(self.cfg["eps_high"]),
-                    kl_coef=kl_coef,
-                )
-                if it == 0:
-                    per_traj["kl"][idx] = stats["kl"].double()
-                per_traj["clip_frac_low"][idx] += stats["clip_frac_low"].double() / iterations
-                per_traj["clip_frac_high"][idx] += stats["clip_frac_high"].double() / iterations
-                if loss.requires_grad:
-                    self._backward(loss, last=c == len(chunks) - 1)
+            with self.full_parameters():
+                for c, chunk in enumerate(chunks):
+                    if not chunk:  # padding up to another rank's number of micro-batches
+                        if it == 0:
+                            old_cache.append(None)
+                            ref_cache.append(None)
+                        if learns:
+                            self._backward(self._zero_loss(batch), sync=False)
+                        continue
+                    loss = self._chunk_loss(batch, chunk, c, it, iterations, kl_coef, use_ref, old_cache,
+                                            ref_cache, per_traj)
+                    if loss.requires_grad:
+                        self._backward(loss * scale if parallel_run else loss,
+                                       sync=not parallel_run and c == len(chunks) - 1)
+                        any_grad = True
+                    elif parallel_run and self.collective_backward and learns:
+                        self._backward(self._zero_loss(batch), sync=False)
+                    total_loss += float(loss.detach())
+                if parallel_run and learns:  # the one backward that reduces this update's gradients
+                    self._backward(self._zero_loss(batch), sync=True)
                     any_grad = True
-                total_loss += float(loss.detach())
             losses.append(total_loss)
-            if not any_grad and bool((batch.weights > 0).any()):
+            if not any_grad and learns:
                 # Trajectories enter the loss but all with an exactly zero gradient (dead groups, no KL):
                 # the optimizer still steps, as it would after computing them (momentum, weight decay).
                 for p in self.model.parameters():
@@ -127,6 +183,8 @@ class TorchEngine:
             if any_grad:  # an all-filtered batch never reaches the optimizer: no parameter moves
                 norms.append(self._step())
                 updated += 1
+        if parallel_run:  # each rank's loss is its share of the batch loss
+            losses = self.ranks.all_sum(losses)
         return {
             "loss": sum(losses) / len(losses),
             "grad_norm": norms[-1] if norms else 0.0,
@@ -136,21 +194,81 @@ class TorchEngine:
             "per_traj": {k: v.tolist() for k, v in per_traj.items()},
         }
 
-    # -- checkpoint state -------------------------------------------------------------------------
-    def optimizer_state(self) -> dict:
+    def _chunk_loss(self, batch, chunk, c, it, iterations, kl_coef, use_ref, old_cache, ref_cache, per_traj):
+        """The loss of one micro-batch; fills the caches (first iteration) and the per-trajectory stats."""
+        idx = torch.tensor(chunk)  # (n,)
+        weights = batch.weights[idx]  # (n,)
+        needs_grad = bool((weights > 0).any())
+        with torch.set_grad_enabled(needs_grad):
+            logits, targets, mask = response_logits(self.model, batch, chunk, self.temperature)  # (n, R, V)
+            logp = gather_logprobs(logits, targets)  # (n, R)
+        if it == 0:
+            with torch.no_grad():
+                old_cache.append(logp.detach())
+                per_traj["entropy"][idx] = masked_row_mean(token_entropy(logits.detach()), mask).double()
+                ref = None
+                if use_ref:
+                    ref_logits, _, _ = response_logits(self.ref_model, batch, chunk, self.temperature)
+                    ref = gather_logprobs(ref_logits, targets)  # (n, R)
+                ref_cache.append(ref)
+        loss, stats = grpo_loss(
+            logp, old_cache[c], batch.advantages[idx], mask, weights,
+            ref_logp=ref_cache[c], eps_low=float(self.cfg["eps_low"]), eps_high=float(self.cfg["eps_high"]),
+            kl_coef=kl_coef,
+        )
+        if it == 0:
+            per_traj["kl"][idx] = stats["kl"].double()
+        per_traj["clip_frac_low"][idx] += stats["clip_frac_low"].double() / iterations
+        per_traj["clip_frac_high"][idx] += stats["clip_frac_high"].double() / iterations
+        return loss
+
+    def _zero_loss(self, batch: TrainBatch) -> torch.Tensor:
+        return parallel.zero_loss(self.sync_module, batch.pad_id, next(self.model.parameters()).device)
+
+    # -- state: weights for a checkpoint or vLLM, optimizer for resuming --------------------------------
+    def model_state(self, *, cpu: bool = True) -> dict | None:
+        """The full weights when the model's own state dict does not hold them (FSDP shards; a collective)."""
+        return parallel.full_model_state(self.model, cpu=cpu) if self.fsdp else None
+
+    def weights(self) -> dict:
+        """Full named weights on the model's device, for the rollout engine (a collective under FSDP)."""
+        return self.model_state(cpu=False) or self.model.state_dict()
+
+    def optimizer_state(self) -> dict | None:
+        """The optimizer's state keyed by parameter position (a collective under FSDP); None: saved natively."""
+        if self.fsdp:
+            return parallel.full_optimizer_state(self.model, self.optimizer)
         return self.optimizer.state_dict()
 
     def load_optimizer_state(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state)
+        if self.fsdp:
+            parallel.load_full_optimizer_state(self.model, self.optimizer, state)
+        else:
+            self.optimizer.load_state_dict(state)
+
+    def save_native(self, folder) -> None:
+        """State only the engine itself can write (DeepSpeed's ZeRO partitions); nothing for torch."""
+
+    def load_native(self, folder) -> None:
+        """Counterpart of `save_native`."""
 
 
 class DeepSpeedEngine(TorchEngine):
-    """Same update through a DeepSpeed engine (ZeRO, multi-GPU under `deepspeed`/`torchrun`).
+    """Same update through a DeepSpeed engine (ZeRO 0-2, data-parallel under `deepspeed`/`torchrun`).
 
-    Needs `deepspeed` (the `gpu` extra) and CUDA; it cannot run on the CPU-only
-    development machines, so the CPU test-suite does not exercise it. The recipe's
-    `grpo.deepspeed` mapping overrides the generated config.
+    Needs `deepspeed` (the `gpu` extra). The recipe's `grpo.deepspeed` mapping
+    overrides the generated config. Its optimizer state is DeepSpeed's own
+    (partitioned over ranks): checkpoints hold it in `deepspeed/`, written by
+    every rank with `save_checkpoint`, and resume at the same world size.
     """
+
+    collective_backward = True
+
+    def _wrap(self):
+        if self.cfg.get("fsdp"):
+            raise TrainError("recipe.yaml: grpo.fsdp: true applies to grpo.engine: torch; DeepSpeed shards with "
+                             "its ZeRO stage (grpo.deepspeed.zero_optimization.stage), so drop grpo.fsdp")
+        return self.model
 
     def _make_optimizer(self):
         try:
@@ -167,6 +285,12 @@ class DeepSpeedEngine(TorchEngine):
             "zero_optimization": {"stage": 2},
         }
         config.update(self.cfg.get("deepspeed") or {})
+        stage = int((config.get("zero_optimization") or {}).get("stage", 0))
+        if stage > 2:
+            raise TrainError(f"recipe.yaml: grpo.deepspeed.zero_optimization.stage: {stage} is not supported: ZeRO-3 "
+                             "gathers parameters inside every forward, and GRPO ranks run different numbers of "
+                             "forwards; use stage 2 (or grpo.engine: torch with grpo.fsdp: true)")
+        config["train_batch_size"] = config["train_micro_batch_size_per_gpu"] * self.ranks.world
         self.ds_engine, optimizer, _, _ = deepspeed.initialize(model=self.model, config=config,
                                                                model_parameters=self.model.parameters())
         return optimizer
@@ -178,9 +302,9 @@ class DeepSpeedEngine(TorchEngine):
     def _zero_grad(self) -> None:
         self.ds_engine.zero_grad()
 
-    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+    def _backward(self, loss: torch.Tensor, sync: bool) -> None:
         # Micro-batch losses are already weighted to sum to the batch loss: no GAS rescaling.
-        self.ds_engine.set_gradient_accumulation_boundary(last)
+        self.ds_engine.set_gradient_accumulation_boundary(sync)
         self.ds_engine.backward(loss, scale_wrt_gas=False)
 
     def _step(self) -> float:
@@ -188,11 +312,22 @@ class DeepSpeedEngine(TorchEngine):
         norm = self.ds_engine.get_global_grad_norm()
         return float(norm) if norm is not None else 0.0
 
+    def optimizer_state(self) -> dict | None:
+        return None
 
-def make_engine(recipe: dict, model, *, ref_model=None) -> TorchEngine:
+    def save_native(self, folder) -> None:
+        self.ds_engine.save_checkpoint(str(folder), tag="deepspeed", save_latest=False)
+
+    def load_native(self, folder) -> None:
+        self.ds_engine.load_checkpoint(str(folder), tag="deepspeed", load_module_strict=True,
+                                       load_optimizer_states=True, load_lr_scheduler_states=False)
+
+
+def make_engine(recipe: dict, model, *, ref_model=None, ranks=SINGLE) -> TorchEngine:
     """The engine named by `grpo.engine` (torch | deepspeed)."""
     name = recipe["grpo"]["engine"]
     cls = {"torch": TorchEngine, "deepspeed": DeepSpeedEngine}.get(name)
     if cls is None:
         raise TrainError(f"recipe.yaml: grpo.engine: {name!r} is not an engine; use torch or deepspeed")
-    return cls(model, recipe["grpo"], temperature=float(recipe["rollout"]["temperature"]), ref_model=ref_model)
+    return cls(model, recipe["grpo"], temperature=float(recipe["rollout"]["temperature"]), ref_model=ref_model,
+               ranks=ranks)

@@ -6,7 +6,10 @@ domains evaluate the same way). A sample's `score` is its `correctness`
 component (the headline, in [0, 1]); Avg@k of a task is the mean score of its
 k samples and the reported `avg_at_k` is the mean over tasks. `pass_at_k` is the
 share of tasks with at least one fully correct sample. Same checkpoint, recipe,
-k and seed → the same numbers.
+k and seed → the same numbers, whatever the number of processes: in a
+data-parallel run each rank evaluates every world-th task (a task's samples are
+drawn from its own streams, see `evo.train.rollout`), and rank 0 gathers the
+rows in task order and writes eval.parquet / eval.json.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
     Writes `eval.parquet` and `eval.json` into `out_dir` (skipped when out_dir is None).
     """
     from evo.domains import get_environment
+    from evo.train.distributed import current
     from evo.train.rollout import RolloutLimits, rollout, transcript_json
 
     spec = recipe["eval"]
@@ -69,7 +73,9 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
         tasks = tasks[: int(spec["max_tasks"])]
     policy = _as_policy(model_or_checkpoint, recipe)
     limits = RolloutLimits.from_recipe(recipe, env, temperature=spec["temperature"])
-    trajs = rollout(env, tasks, policy, k, limits, seed=seed)
+    ranks = current()
+    mine = ranks.shard(len(tasks))
+    trajs = rollout(env, [tasks[i] for i in mine], policy, k, limits, seed=seed, group_ids=mine)
     components = list(env.reward_components)
     rows = []
     for t in trajs:
@@ -83,7 +89,11 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
         }
         for c in components:
             row[f"reward/{c}"] = float(t.components.get(c, 0.0))
-        rows.append(row)
+        rows.append((t.group, t.sample, row))
+    gathered = ranks.gather(rows)
+    if not ranks.main:
+        return ranks.broadcast(None)
+    rows = [row for _, _, row in sorted((r for part in gathered for r in part), key=lambda r: r[:2])]
     result = summarize(rows, k, seed)
     result["model"] = getattr(policy, "name", str(model_or_checkpoint))
     result["split"] = spec["split"]
@@ -91,4 +101,4 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
         out = Path(out_dir)
         write_table(rows, eval_schema(components), out / "eval.parquet")
         write_json(result, out / "eval.json")
-    return result
+    return ranks.broadcast(result)

@@ -23,9 +23,11 @@ group, then groups:
 where g* is the set of trajectories of g that contribute (kept by the filters,
 not truncation-masked, at least one token) and G* the groups with a non-empty
 g*. Equivalently each trajectory carries the weight w_i = 1 / (|G*| |g*|) and
-L = Σ_i w_i mean_t L_t; that form splits exactly across micro-batches. A batch
-in which nothing contributes has loss 0 with no gradient, so the engine skips
-the optimizer step and parameters do not move.
+L = Σ_i w_i mean_t L_t; that form splits exactly across micro-batches, and
+across data-parallel ranks when |G*| counts the live groups of every rank
+(`trajectory_weights(..., live_groups=...)`: groups never span ranks, so |g*|
+is always local). A batch in which nothing contributes has loss 0 with no
+gradient, so the engine skips the optimizer step and parameters do not move.
 
 A token is counted as clipped when the clip binds in the min: low when
 r_t < 1 - eps_low with A_i < 0, high when r_t > 1 + eps_high with A_i > 0.
@@ -82,12 +84,26 @@ def group_spread(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor
     return _group_moments(rewards, dense, k, torch.ones_like(rewards))[1]  # (K,)
 
 
-def trajectory_weights(group_ids: torch.Tensor, contributes: torch.Tensor) -> torch.Tensor:
-    """w_i = 1 / (|G*| |g*|) for contributing trajectories, 0 otherwise; sums to 1 (or 0). (N,)"""
+def live_group_count(group_ids: torch.Tensor, contributes: torch.Tensor) -> int:
+    """|G*| of these trajectories: groups with at least one contributing trajectory."""
+    dense, k = _dense_groups(group_ids)  # (N,)
+    per_group = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, contributes.to(torch.float64))  # (K,)
+    return int((per_group > 0).sum())
+
+
+def trajectory_weights(group_ids: torch.Tensor, contributes: torch.Tensor, *,
+                       live_groups: int | None = None) -> torch.Tensor:
+    """w_i = 1 / (|G*| |g*|) for contributing trajectories, 0 otherwise; sums to 1 (or 0). (N,)
+
+    `live_groups` is |G*| of the whole batch when these trajectories are one
+    rank's shard of it (the sum of every rank's `live_group_count`); the
+    weights of all ranks then sum to 1 together. Default: the groups here.
+    """
     dense, k = _dense_groups(group_ids)  # (N,)
     c = contributes.to(torch.float64)  # (N,)
     per_group = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, c)  # (K,) |g*|
-    live_groups = (per_group > 0).sum()  # |G*|
+    if live_groups is None:
+        live_groups = int((per_group > 0).sum())  # |G*|
     if live_groups == 0:
         return torch.zeros_like(c)
     w = c / (per_group[dense].clamp(min=1.0) * live_groups)  # (N,)

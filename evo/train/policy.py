@@ -8,8 +8,12 @@ the same `AutoModelForCausalLM` / `AutoTokenizer` path.
 Sampling is plain ancestral sampling at `temperature` with optional nucleus
 `top_p` and no top-k, so the log-probabilities the trainer computes (logits /
 temperature, full softmax) are those of the distribution that was sampled.
-`seed` makes a call reproducible without disturbing the global RNG;
-`temperature <= 0` decodes greedily (a library option: recipes require > 0).
+`seed` makes a call reproducible without disturbing the global RNG, and
+`streams` (one integer per row: its GRPO group or eval task) gives every
+stream its own seeded draws, so a row samples the same tokens whichever other
+rows share its batch (what makes a data-parallel rank's shard sample exactly
+what one process would); `temperature <= 0` decodes greedily (a library
+option: recipes require > 0).
 
 Two samplers produce the same kind of result (ids ending with their end token,
 finish reasons eos / stop / length): the lean KV-cached loop of
@@ -135,8 +139,9 @@ class HFPolicy:
                                  temperature=temperature, top_p=top_p, stop=stop, seed=seed)
 
     def generate_ids(self, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float = 1.0,
-                     top_p: float = 1.0, stop: Sequence[str] = (), seed: int | None = None) -> list[Generation]:
-        """Sample one completion per prompt (token ids), all rows in one batch."""
+                     top_p: float = 1.0, stop: Sequence[str] = (), seed: int | None = None,
+                     streams: Sequence | None = None) -> list[Generation]:
+        """Sample one completion per prompt (token ids), all rows in one batch (see `streams` above)."""
         if not prompt_ids:
             return []
         tok = self.tokenizer
@@ -144,12 +149,14 @@ class HFPolicy:
         stop_ids, stop_strings = self._stop_token_ids(stop)
         end_ids = [eos] + [i for i in stop_ids if i != eos]
         if self._use_lean():
-            gens = self._generate_lean(prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed)
+            gens = self._generate_lean(prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed,
+                                       streams)
             if gens is not None:
                 return gens
-        return self._generate_hf(prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed)
+        return self._generate_hf(prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed,
+                                 streams)
 
-    def _generate_lean(self, prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed):
+    def _generate_lean(self, prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed, streams):
         """The lean KV-cached loop; None when this model's cache turns out not to suit it."""
         import torch
 
@@ -163,7 +170,7 @@ class HFPolicy:
                     self.model, prompt_ids, max_new_tokens=int(max_new_tokens), temperature=float(temperature),
                     top_p=float(top_p), eos_id=self.tokenizer.eos_token_id, end_ids=end_ids,
                     pad_id=self.tokenizer.pad_token_id, decode=self.decode, stop_strings=stop_strings,
-                    stop_safe=self._stop_safe(stop_strings), seed=seed)
+                    stop_safe=self._stop_safe(stop_strings), seed=seed, streams=streams)
         except LeanSamplingUnsupported as exc:
             if self.sampler == "lean":
                 raise TrainError(f"sampler: 'lean' cannot drive model {self.name!r}: {exc}; "
@@ -175,8 +182,14 @@ class HFPolicy:
         finally:
             self.model.train(was_training)
 
-    def _generate_hf(self, prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed):
-        """One Hugging Face `generate` call over the left-padded batch."""
+    def _generate_hf(self, prompt_ids, max_new_tokens, temperature, top_p, end_ids, stop_strings, seed,
+                     streams=None):
+        """One Hugging Face `generate` call over the left-padded batch.
+
+        With `streams` each row draws from its own stream (as in the lean loop):
+        a logits processor samples the token and leaves only it for greedy
+        search, since `generate`'s own sampler draws every row from one RNG.
+        """
         import torch
 
         tok = self.tokenizer
@@ -190,11 +203,18 @@ class HFPolicy:
                 input_ids[row, width - len(ids):] = torch.tensor(list(ids), dtype=torch.long)
                 attention[row, width - len(ids):] = 1
         extra = {"stop_strings": stop_strings, "tokenizer": tok} if stop_strings else {}
-        if temperature > 0:
+        recorder = _EntropyRecorder()
+        processors = [recorder]
+        if temperature > 0 and streams is not None and seed is not None:
+            from evo.train.sampler import stream_seed
+
+            extra.update(do_sample=False)
+            processors = [_StreamDraw([stream_seed(seed, key) for key in streams], width, float(temperature),
+                                      float(top_p), recorder)]
+        elif temperature > 0:
             extra.update(do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=0)
         else:
             extra.update(do_sample=False)
-        recorder = _EntropyRecorder()
         was_training = self.model.training
         self.model.eval()
         try:
@@ -204,7 +224,7 @@ class HFPolicy:
                 out = self.model.generate(
                     input_ids=input_ids.to(self.model.device), attention_mask=attention.to(self.model.device),
                     max_new_tokens=int(max_new_tokens), eos_token_id=end_ids, pad_token_id=pad,
-                    logits_processor=[recorder], **extra,
+                    logits_processor=processors, **extra,
                 )  # (B, P + new)
         except Exception as exc:  # surface generation failures as one line
             raise TrainError(f"generation failed for model {self.name!r}: {type(exc).__name__}: {exc}") from exc
@@ -232,7 +252,8 @@ class HFPolicy:
                         return Generation(text[: text.index(s) + len(s)], row[: i + 1], "stop")
         return Generation(self.decode(row), row, "length" if len(row) >= max_new_tokens else "eos")
 
-    def save(self, out_dir: str | Path) -> Path:
+    def save(self, out_dir: str | Path, state_dict: dict | None = None) -> Path:
+        """`save_pretrained` of model and tokenizer; `state_dict` replaces the model's own (e.g. gathered from FSDP shards)."""
         from transformers.utils import logging as hf_logging
 
         out = Path(out_dir)
@@ -240,12 +261,33 @@ class HFPolicy:
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()
         try:
-            self.model.save_pretrained(out, safe_serialization=True)
+            self.model.save_pretrained(out, safe_serialization=True, state_dict=state_dict)
             self.tokenizer.save_pretrained(out)
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
         return out
+
+
+class _StreamDraw:
+    """A logits processor that samples each row from its own stream and leaves only that token to greedy search."""
+
+    def __init__(self, bases: list[int], prompt_width: int, temperature: float, top_p: float, recorder):
+        self.bases, self.width, self.temperature, self.top_p, self.recorder = bases, prompt_width, temperature, top_p, recorder
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        from evo.train.sampler import draw_tokens, stream_uniforms
+
+        n = scores.shape[0]
+        uniforms = stream_uniforms(self.bases, input_ids.shape[1] - self.width)  # (B,)
+        tokens, entropy = draw_tokens(scores, torch.arange(n, device=scores.device), self.temperature, self.top_p,
+                                None, uniforms)  # (B,), (B,)
+        self.recorder.steps.append(entropy.cpu())
+        forced = torch.full_like(scores, float("-inf"))  # (B, V)
+        forced[torch.arange(n, device=scores.device), tokens] = 0.0
+        return forced
 
 
 class _EntropyRecorder:

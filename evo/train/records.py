@@ -22,6 +22,7 @@ ROLLOUT_BASE_COLUMNS = (
 ROLLOUT_TAIL_COLUMNS = (
     ("advantage", "float64"), ("kept", "bool"), ("filter_reason", "string"), ("masked", "bool"),
     ("kl", "float64"), ("entropy", "float64"), ("clip_frac_low", "float64"), ("clip_frac_high", "float64"),
+    ("rank", "int32"),  # the data-parallel rank that sampled the trajectory (0 in one process)
 )
 EVAL_BASE_COLUMNS = (
     ("task_id", "string"), ("stratum", "string"), ("sample", "int32"), ("prompt", "string"),

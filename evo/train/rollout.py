@@ -14,11 +14,17 @@ extracted final answer), `tool` (name of the tool this turn called) or `tools`
 (list of names), `error`. Everything else in `info` is kept on the trajectory.
 
 Seeds: call i of a rollout samples with `seed + i`, so a rollout is
-reproducible and independent of the global RNG.
+reproducible and independent of the global RNG. A policy whose
+`generate_ids` takes `streams` (the HF and vLLM backends) is instead given
+`seed + turn` and each row's (group id, sample) as its stream: a trajectory
+then draws the same tokens whichever rows share its batch, so a data-parallel
+rank rolling out its shard of a step (`group_ids`: the groups' ids in the
+whole step) produces exactly the trajectories of one process rolling out all.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from typing import Sequence
@@ -65,11 +71,19 @@ def _tools_of(info: dict) -> list[str]:
     return [str(info["tool"])] if info.get("tool") else []
 
 
+def takes_streams(policy) -> bool:
+    """Whether `policy.generate_ids` draws each row from its own stream (see the module docstring)."""
+    try:
+        return "streams" in inspect.signature(policy.generate_ids).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: RolloutLimits, *,
-            seed: int = 0, max_batch: int = 1024) -> list[Trajectory]:
-    """Sample `group_size` trajectories for each task; group index = position in `tasks`."""
+            seed: int = 0, max_batch: int = 1024, group_ids: Sequence[int] | None = None) -> list[Trajectory]:
+    """Sample `group_size` trajectories for each task; group id = `group_ids[i]` (default: position in `tasks`)."""
     live: list[_Live] = []
-    for g, task in enumerate(tasks):
+    for g, task in zip(range(len(tasks)) if group_ids is None else group_ids, tasks):
         prompt = env.render_prompt(task)
         prompt_ids = policy.encode_prompt(prompt)
         for s in range(group_size):
@@ -79,13 +93,15 @@ def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: Rollout
                               info={"answer": "", "tools": [], "transcript": [{"role": "user", "content": prompt}]})
             live.append(_Live(traj, env.reset(task)))
     max_turns = limits.max_turns or int(getattr(env, "max_turns", 1) or 1)
+    streams = takes_streams(policy)
     call = 0
-    for _turn in range(max_turns):
+    for turn in range(max_turns):
         running = [x for x in live if not x.done]
         if not running:
             break
         for start in range(0, len(running), max_batch):
-            _advance(running[start: start + max_batch], policy, limits, seed + call)
+            _advance(running[start: start + max_batch], policy, limits, seed + turn if streams else seed + call,
+                     streams)
             call += 1
     for x in live:
         if not x.done:  # still running after the last allowed turn
@@ -98,7 +114,7 @@ def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: Rollout
     return trajs
 
 
-def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int) -> None:
+def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, streams: bool = False) -> None:
     """One turn for every episode in `chunk`: one batched generate call, then each episode's step."""
     budgets = []
     for x in chunk:
@@ -107,8 +123,9 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int) -> No
             budget = min(budget, limits.max_total_tokens - len(x.traj.response_ids))
         budgets.append(max(budget, 1))
     contexts = [x.traj.prompt_ids + x.traj.response_ids for x in chunk]
+    extra = {"streams": [(x.traj.group, x.traj.sample) for x in chunk]} if streams else {}
     gens = policy.generate_ids(contexts, max_new_tokens=max(budgets), temperature=limits.temperature,
-                               top_p=limits.top_p, stop=limits.stop, seed=seed)
+                               top_p=limits.top_p, stop=limits.stop, seed=seed, **extra)
     for x, gen, budget in zip(chunk, gens, budgets):
         ids, text, reason = gen.token_ids, gen.text, gen.finish_reason
         if len(ids) > budget:  # this episode had less room than the batch maximum

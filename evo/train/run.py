@@ -12,10 +12,16 @@ Everything a step draws is derived from (recipe seed, step), and checkpoints
 carry the optimizer, so a run resumed from its checkpoint continues exactly as
 the uninterrupted run would. Ctrl-C finishes the current step, saves a
 checkpoint and raises KeyboardInterrupt; a second Ctrl-C stops at once.
+
+Under a launcher (`WORLD_SIZE > 1`, see `evo.train.launch`) every rank runs
+`train_recipe`; rank 0 alone writes the run folder and shows progress, a stop
+requested on any rank (Ctrl-C, or the launcher's stop file) stops all of them
+after the same step, and every rank returns the same result.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -35,11 +41,19 @@ class TrainResult:
     summary: dict
 
 
+STOP_FILE_ENV = "EVO_TRAIN_STOP_FILE"  # a launcher creates this file to ask its ranks to stop after the step
+
+
 class _StopFlag:
-    """Set by the first Ctrl-C; the loop checks it between steps."""
+    """Set by the first Ctrl-C (or the launcher's stop file); the loop checks it between steps."""
 
     def __init__(self):
         self.requested = False
+
+    def seen(self, ranks) -> bool:
+        """Whether any rank was asked to stop (every rank gets the same answer)."""
+        stop_file = os.environ.get(STOP_FILE_ENV)
+        return ranks.any(self.requested or bool(stop_file and os.path.exists(stop_file)))
 
 
 @contextmanager
@@ -89,26 +103,35 @@ def _existing_run(out: Path, rhash: str):
 
 
 def train_recipe(recipe: dict, out_dir, init_checkpoint=None, version: str = "", progress: bool = True) -> TrainResult:
-    """Train `recipe` (a normalised dict) into `out_dir`; resume or return a finished run."""
+    """Train `recipe` (a normalised dict) into `out_dir`; resume or return a finished run.
+
+    In one process, or as one rank of a launched run (every rank calls it);
+    to start the ranks from here, use `evo.train.launch.run_training`.
+    """
+    from evo.train.distributed import current
     from evo.train.trainer import Trainer
 
+    ranks = current()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if ranks.main:
+        out.mkdir(parents=True, exist_ok=True)
+    ranks.barrier()
     rhash = recipe_hash(recipe)
     summary, ckpt, state = _existing_run(out, rhash)
     if summary is not None:
         return TrainResult(out, out / "checkpoint", summary)
     runner = Trainer(recipe, out, rhash=rhash, init_checkpoint=init_checkpoint, version=version,
-                        resume_from=ckpt, resume_state=state)
+                     resume_from=ckpt, resume_state=state)
     flag = _StopFlag()
     steps = int(recipe["grpo"]["steps"])
     every = int(recipe["grpo"]["checkpoint_every"])
-    with _deferred_interrupt(flag), _progress(progress, steps, runner.start_step) as advance:
+    with _deferred_interrupt(flag), _progress(progress and ranks.main, steps, runner.start_step) as advance:
         for step in range(runner.start_step, steps):
             metrics = runner.run_step(step)
-            advance(metrics)
+            if ranks.main:
+                advance(metrics)
             done = step + 1
-            if flag.requested and done < steps:
+            if done < steps and flag.seen(ranks):
                 runner.save(done)
                 raise KeyboardInterrupt(f"stopped after step {step}; rerun the same command to resume")
             if every and done % every == 0 and done < steps:

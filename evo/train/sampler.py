@@ -12,7 +12,13 @@ model itself. This loop does only what a GRPO rollout needs:
    would compute exactly the same thing), and the cache is re-indexed as rows
    diverge or finish. Each row samples from softmax(logits / temperature)
    (optionally nucleus-truncated exactly like `transformers`'
-   TopPLogitsWarper, no top-k) with a seeded `torch.Generator`;
+   TopPLogitsWarper, no top-k) with a seeded `torch.Generator`, or, when
+   the caller names each row's *stream* (a trajectory: its group and sample),
+   by inverse-CDF sampling with a uniform that is a hash of (the stream's
+   seed, the token position): what a row draws then depends only on its
+   stream, the seed and its own logits, never on which other rows share the
+   batch, so a data-parallel rank samples the same trajectories for its groups
+   as one process sampling every group (`stream_seed`, `stream_uniforms`);
    `temperature <= 0` takes the argmax (greedy);
 3. a row ends at an end token (EOS → "eos", a single-token stop string →
    "stop"), when its decoded text first contains a multi-token stop string
@@ -32,9 +38,10 @@ prefill, and the caller falls back to `generate`.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Sequence
 
 import torch
 
@@ -90,9 +97,39 @@ def _model_cache_kwarg(model) -> str:
     return "cache" if "cache" in _forward_params(type(model)) else "past_key_values"
 
 
-def _draw(logits: torch.Tensor, node_of_row: torch.Tensor, temperature: float, top_p: float,
-          generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row from its node's logits; returns tokens (n,) and each row's entropy (n,)."""
+_MASK64 = (1 << 64) - 1
+
+
+def stream_seed(seed: int, stream: Hashable) -> int:
+    """The seed of one stream of a seeded call: a hash, so nearby seeds and streams never share draws (63 bits)."""
+    digest = hashlib.blake2b(f"{int(seed)}:{stream!r}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def stream_uniforms(bases: Sequence[int], position: int) -> torch.Tensor:
+    """One uniform in [0, 1) per row: splitmix64 of (its stream seed, the token position). (n,) float64"""
+    out = []
+    for base in bases:
+        z = (base + (position + 1) * 0x9E3779B97F4A7C15) & _MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        out.append(((z ^ (z >> 31)) >> 11) * 2.0 ** -53)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Token of each row whose cumulative-probability interval holds its uniform. probs (n, V) -> (n,)"""
+    cdf = probs.double().cumsum(-1)  # (n, V)
+    u = uniforms.to(cdf.device)[:, None] * cdf[:, -1:]  # (n, 1) scaled to the row's total mass: never past the end
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=probs.shape[1] - 1)  # (n,)
+
+
+def draw_tokens(logits: torch.Tensor, node_of_row: torch.Tensor, temperature: float, top_p: float,
+          generator, uniforms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row from its node's logits; returns tokens (n,) and each row's entropy (n,).
+
+    With `uniforms` (n,) each row draws by `inverse_cdf` instead of from `generator`.
+    """
     logits = logits.float()  # (k, V) one row per distinct context
     if temperature <= 0:
         entropy = _entropy(torch.log_softmax(logits, dim=-1))  # (k,)
@@ -108,7 +145,10 @@ def _draw(logits: torch.Tensor, node_of_row: torch.Tensor, temperature: float, t
         scores = scores.masked_fill(drop, float("-inf"))
     logp = torch.log_softmax(scores, dim=-1)  # (k, V)
     probs = logp.exp().index_select(0, node_of_row)  # (n, V)
-    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (n,)
+    if uniforms is not None:
+        tokens = inverse_cdf(probs, uniforms)  # (n,)
+    else:
+        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (n,)
     return tokens, _entropy(logp).index_select(0, node_of_row)
 
 
@@ -120,11 +160,12 @@ def _entropy(logp: torch.Tensor) -> torch.Tensor:
 def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float, top_p: float,
            eos_id: int, end_ids: Sequence[int], pad_id: int, decode: Callable[[list[int]], str],
            stop_strings: Sequence[str] = (), stop_safe: frozenset[int] = frozenset(),
-           seed: int | None = None) -> list[Generation]:
+           seed: int | None = None, streams: Sequence[Hashable] | None = None) -> list[Generation]:
     """Sample one completion per context (token ids) with the lean loop; see the module docstring.
 
     `end_ids` are the token ids that end a row (EOS first); `stop_safe` is
     `stop_safe_tokens(tokenizer, stop_strings)` (empty: check after every token).
+    `streams` (one per row, with a `seed`) draws each row from its own stream.
     Raises `LeanSamplingUnsupported` when the model's cache cannot be used.
     """
     n_rows = len(prompt_ids)
@@ -133,7 +174,8 @@ def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, t
     device = next(model.parameters()).device
     cache_kw = _model_cache_kwarg(model)
     generator = None
-    if seed is not None:
+    bases = [stream_seed(seed, key) for key in streams] if streams is not None and seed is not None else None
+    if seed is not None and bases is None:
         generator = torch.Generator(device=device)
         generator.manual_seed(int(seed))
 
@@ -168,8 +210,9 @@ def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, t
     node = list(source)  # row -> its context's batch entry (node)
 
     for step in range(max_new_tokens):
-        tokens, entropy = _draw(logits, torch.tensor([node[r] for r in live], device=device),
-                                temperature, top_p, generator)  # (n,), (n,)
+        uniforms = None if bases is None else stream_uniforms([bases[r] for r in live], step)  # (n,)
+        tokens, entropy = draw_tokens(logits, torch.tensor([node[r] for r in live], device=device),
+                                temperature, top_p, generator, uniforms)  # (n,), (n,)
         last = step == max_new_tokens - 1
         children: dict[tuple[int, int], int] = {}  # (node, token) -> next node
         parents, fed, still = [], [], []

@@ -4,6 +4,14 @@ A step: tasks → rollout → reward terms → filters → advantages → engine
 rollouts shard + metrics line. Shards (`rollouts.parts/step-000012.parquet`)
 are concatenated into `rollouts.parquet` at each checkpoint and at the end, so
 a resumed run can drop the steps it redoes.
+
+Data parallel (`evo.train.distributed`): every rank builds the same Trainer;
+in a step each rank rolls out, scores and filters its shard of the step's
+groups (group ids are positions in the whole step), the loss is normalised
+over every rank's live groups, and the rows reach rank 0, which alone writes
+the shard, computes the metrics from all rows (so they are the one-process
+run's) and writes the checkpoint files. A rollout row records the `rank` that
+sampled it.
 """
 
 from __future__ import annotations
@@ -20,6 +28,11 @@ from evo.train.records import (append_metrics, concat_parquet, read_metrics, rol
 PARTS_DIR = "rollouts.parts"
 
 
+def _contributes(row: dict) -> bool:
+    """Whether a rollout row entered the loss: kept, not truncation-masked, with tokens to train on."""
+    return bool(row["kept"]) and not row["masked"] and row["num_tokens"] > 0
+
+
 def _mean(values) -> float:
     """Mean that skips NaN (a statistic not computed for some rows)."""
     values = [float(v) for v in values]
@@ -31,7 +44,9 @@ class Trainer:
     def __init__(self, recipe: dict, out: Path, *, rhash: str, init_checkpoint=None, version: str = "",
                  resume_from: Path | None = None, resume_state: dict | None = None):
         from evo.domains import get_environment
+        from evo.errors import TrainError
         from evo.train.checkpoint import restore_engine
+        from evo.train.distributed import current
         from evo.train.engine import make_engine
         from evo.train.filters import FilterConfig
         from evo.train.policy import load_policy
@@ -39,6 +54,12 @@ class Trainer:
         from evo.train.rollout import RolloutLimits
 
         self.recipe, self.out, self.rhash, self.version = recipe, Path(out), rhash, version
+        self.ranks = ranks = current()
+        prompts = int(recipe["rollout"]["prompts_per_step"])
+        if prompts < ranks.world:
+            raise TrainError(f"recipe.yaml: rollout.prompts_per_step: {prompts} is below the {ranks.world} training "
+                             f"ranks; each rank samples whole groups, so set it to at least {ranks.world} "
+                             "or train with fewer processes")
         self.env = get_environment(recipe["domain"]["name"], recipe["domain"]["options"])
         self.components = list(self.env.reward_components)
         self.terms = recipe["reward"]["terms"]
@@ -51,17 +72,19 @@ class Trainer:
         self.init_source = state.get("init_source") or str(init_checkpoint or recipe["model"]["name"])
         self.init_checkpoint = state.get("init_checkpoint", str(init_checkpoint) if init_checkpoint else None)
         m = recipe["model"]
+        device = str(ranks.device)
         self.policy = load_policy(str(resume_from) if resume_from else self.init_source, dtype=m["dtype"],
-                                  chat_template=m["chat_template"])
+                                  chat_template=m["chat_template"], device=device)
         ref_model = None
         if float(recipe["grpo"]["kl_coef"]) > 0:
-            ref_model = load_policy(self.init_source, dtype=m["dtype"], chat_template=m["chat_template"]).model
+            ref_model = load_policy(self.init_source, dtype=m["dtype"], chat_template=m["chat_template"],
+                                    device=device).model
             ref_model.eval().requires_grad_(False)
-        self.engine = make_engine(recipe, self.policy.model, ref_model=ref_model)
+        self.engine = make_engine(recipe, self.policy.model, ref_model=ref_model, ranks=ranks)
         from evo.train.vllm_backend import make_rollout_policy
 
         self.rollout_policy = make_rollout_policy(recipe, self.policy,
-                                                  str(resume_from) if resume_from else self.init_source)
+                                                  str(resume_from) if resume_from else self.init_source, ranks)
         self.start_step = 0
         self.totals = {"tokens_generated": 0, "tokens_trained": 0, "wall_s": 0.0}
         self.resumed_from_step = None
@@ -71,22 +94,30 @@ class Trainer:
             self.start_step = int(info["step"])
             self.totals = {k: info.get("totals", {}).get(k, v) for k, v in self.totals.items()}
             self.resumed_from_step = self.start_step
-        else:
+        elif ranks.main:
             (self.out / "metrics.jsonl").unlink(missing_ok=True)
-        truncate_metrics(self.out / "metrics.jsonl", self.start_step)
-        if parts.exists():
-            for shard in parts.glob("step-*.parquet"):
-                if resume_from is None or int(shard.stem.split("-")[1]) >= self.start_step:
-                    shard.unlink()
-        parts.mkdir(parents=True, exist_ok=True)
+        if ranks.main:
+            truncate_metrics(self.out / "metrics.jsonl", self.start_step)
+            if parts.exists():
+                for shard in parts.glob("step-*.parquet"):
+                    if resume_from is None or int(shard.stem.split("-")[1]) >= self.start_step:
+                        shard.unlink()
+            parts.mkdir(parents=True, exist_ok=True)
         self.parts = parts
         self.last_metrics: dict = {}
 
+    def _generating(self):
+        """Parameters gathered for sampling when this rank samples from the trained model itself (FSDP)."""
+        from contextlib import nullcontext
+
+        return self.engine.full_parameters() if self.rollout_policy is self.policy else nullcontext()
+
     # -- one step -------------------------------------------------------------------------------
     def run_step(self, step: int) -> dict:
+        """One GRPO step on this rank's shard; the step's metrics on rank 0 ({} on the others)."""
         from evo.train.filters import TrajectoryFlags, apply_filters
         from evo.train.forward import build_batch
-        from evo.train.objective import group_advantages, group_spread, trajectory_weights
+        from evo.train.objective import group_advantages, live_group_count, trajectory_weights
         from evo.train.rewards import total_reward
         from evo.train.rollout import rollout
         from evo.train.run import generation_seed, pick_tasks
@@ -95,8 +126,10 @@ class Trainer:
         seed = int(self.recipe["seed"])
         t0 = time.perf_counter()
         tasks = pick_tasks(self.train_tasks, seed, step, int(g["prompts_per_step"]))
-        trajs = rollout(self.env, tasks, self.rollout_policy, int(g["num_generations"]), self.limits,
-                        seed=generation_seed(seed, step))
+        mine = self.ranks.shard(len(tasks))  # ids of this rank's groups in the whole step
+        with self._generating():
+            trajs = rollout(self.env, [tasks[i] for i in mine], self.rollout_policy, int(g["num_generations"]),
+                            self.limits, seed=generation_seed(seed, step), group_ids=mine)
         t_gen = time.perf_counter() - t0
 
         for t in trajs:  # a domain that omits a component at an early stop scores it 0
@@ -104,10 +137,10 @@ class Trainer:
                 t.components.setdefault(c, 0.0)
         rewards = [total_reward(t.components, self.terms) for t in trajs]
         n_policy_tokens = [sum(t.response_mask) for t in trajs]
-        n_groups = len(tasks)
-        by_group: list[list[int]] = [[] for _ in range(n_groups)]
+        local = {gid: k for k, gid in enumerate(mine)}
+        by_group: list[list[int]] = [[] for _ in mine]
         for i, t in enumerate(trajs):
-            by_group[t.group].append(i)
+            by_group[local[t.group]].append(i)
         flags = [[TrajectoryFlags(truncated=trajs[i].truncated, num_tokens=n_policy_tokens[i],
                                   tokens=[tok for tok, m in zip(trajs[i].response_ids, trajs[i].response_mask) if m],
                                   finish_reason=trajs[i].finish_reason, text=trajs[i].text) for i in idx]
@@ -121,68 +154,78 @@ class Trainer:
             for i, d in zip(idx, ds):
                 decisions[i] = d
 
-        groups = torch.tensor([t.group for t in trajs])  # (N,)
+        groups = torch.tensor([t.group for t in trajs], dtype=torch.long)  # (N,)
         reward_t = torch.tensor(rewards, dtype=torch.float64)  # (N,)
-        in_stats = torch.tensor([d.in_group_stats for d in decisions])  # (N,)
+        in_stats = torch.tensor([d.in_group_stats for d in decisions], dtype=torch.bool)  # (N,)
         adv = group_advantages(reward_t, groups, in_stats,
                                scale_by_std=bool(self.recipe["grpo"]["scale_advantage_by_std"]))  # (N,)
-        contributes = torch.tensor([d.contributes and n > 0 for d, n in zip(decisions, n_policy_tokens)])
-        weights = trajectory_weights(groups, contributes)  # (N,)
+        contributes = torch.tensor([d.contributes and n > 0 for d, n in zip(decisions, n_policy_tokens)],
+                                   dtype=torch.bool)  # (N,)
+        live_groups = int(self.ranks.all_sum([live_group_count(groups, contributes)])[0])  # |G*| of every rank
+        weights = trajectory_weights(groups, contributes, live_groups=live_groups)  # (N,)
         batch = build_batch(trajs, adv.tolist(), weights.tolist(), self.policy.tokenizer.pad_token_id)
         t1 = time.perf_counter()
+        self.engine.set_step(step)
         stats = self.engine.train_step(batch)
         if self.rollout_policy is not self.policy and stats["updates"]:
-            self.rollout_policy.sync_weights()  # the vLLM twin samples the next step from updated weights
+            self.rollout_policy.sync_weights(self.engine.weights())  # the vLLM twin samples the next step anew
         t_train = time.perf_counter() - t1
 
         per = stats["per_traj"]
         for i, t in enumerate(trajs):  # prefer the sampler's entropy: known for every row, computed or not
             if t.info.get("entropy_tokens"):
                 per["entropy"][i] = t.info["entropy_sum"] / t.info["entropy_tokens"]
-        rows = []
-        for i, (t, d) in enumerate(zip(trajs, decisions)):
-            rows.append(self._row(step, t, rewards[i], float(adv[i]), d, {k: per[k][i] for k in per}))
+        rows = [self._row(step, t, rewards[i], float(adv[i]), d, {k: per[k][i] for k in per})
+                for i, (t, d) in enumerate(zip(trajs, decisions))]
+        gathered = self.ranks.gather(rows)
+        if not self.ranks.main:
+            return {}
+        rows = sorted((r for part in gathered for r in part), key=lambda r: (r["group"], r["sample"]))
         write_table(rows, rollout_schema(self.components), self.parts / f"step-{step:06d}.parquet")
-
-        spreads = group_spread(reward_t, groups)  # (K,)
-        live = [i for i in range(len(trajs)) if bool(contributes[i])] or list(range(len(trajs)))
-        generated = sum(n_policy_tokens)
-        trained = sum(n for n, c in zip(n_policy_tokens, contributes.tolist()) if c) * stats["updates"]
-        self.totals["tokens_generated"] += generated
-        self.totals["tokens_trained"] += trained
+        metrics = self._metrics(step, rows, stats)
         step_s = time.perf_counter() - t0
+        self.totals["tokens_generated"] += metrics["gen/tokens"]
+        self.totals["tokens_trained"] += sum(r["num_tokens"] for r in rows if _contributes(r)) * stats["updates"]
         self.totals["wall_s"] += step_s
-        metrics = {
-            "step": step,
-            "reward/mean": _mean(rewards),
-            "reward/std": float(reward_t.std(unbiased=False)) if len(rewards) else 0.0,
-            **{f"reward/{c}_mean": _mean(t.components[c] for t in trajs) for c in self.components},
-            "signal/dead_group_ratio": float((spreads < 1e-6).double().mean()) if n_groups else 0.0,
-            "signal/reward_std": float(spreads.mean()) if n_groups else 0.0,
-            "signal/kept_frac": _mean(d.kept for d in decisions),
-            "signal/masked_frac": _mean(d.masked for d in decisions),
-            "signal/advantage_abs_mean": _mean(abs(float(a)) for a in adv),
-            "policy/loss": stats["loss"],
-            "policy/kl": _mean(per["kl"][i] for i in live),
-            "policy/entropy": _mean(per["entropy"][i] for i in live),
-            "policy/clip_frac_low": _mean(per["clip_frac_low"][i] for i in live),
-            "policy/clip_frac_high": _mean(per["clip_frac_high"][i] for i in live),
-            "policy/grad_norm": stats["grad_norm"],
-            "policy/lr": stats["lr"],
-            "policy/updates": stats["updates"],
-            "gen/length_mean": _mean(n_policy_tokens),
-            "gen/length_max": max(n_policy_tokens, default=0),
-            "gen/truncated_frac": _mean(t.truncated for t in trajs),
-            "gen/turns_mean": _mean(t.turns for t in trajs),
-            "gen/tool_calls_mean": _mean(t.tool_calls for t in trajs),
-            "gen/tokens": generated,
-            "time/step_s": step_s,
-            "time/generate_s": t_gen,
-            "time/train_s": t_train,
-        }
+        metrics.update({"time/step_s": step_s, "time/generate_s": t_gen, "time/train_s": t_train})
         append_metrics(metrics, self.out / "metrics.jsonl")
         self.last_metrics = metrics
         return metrics
+
+    def _metrics(self, step: int, rows: list[dict], stats: dict) -> dict:
+        """The step's metrics from every row of the step (in group order) and the engine's stats."""
+        from evo.train.objective import group_spread
+
+        rewards = [r["reward"] for r in rows]
+        reward_t = torch.tensor(rewards, dtype=torch.float64)  # (N,)
+        spreads = group_spread(reward_t, torch.tensor([r["group"] for r in rows], dtype=torch.long))  # (K,)
+        live = [r for r in rows if _contributes(r)] or rows
+        lengths = [r["num_tokens"] for r in rows]
+        return {
+            "step": step,
+            "reward/mean": _mean(rewards),
+            "reward/std": float(reward_t.std(unbiased=False)) if rows else 0.0,
+            **{f"reward/{c}_mean": _mean(r[f"reward/{c}"] for r in rows) for c in self.components},
+            "signal/dead_group_ratio": float((spreads < 1e-6).double().mean()) if len(spreads) else 0.0,
+            "signal/reward_std": float(spreads.mean()) if len(spreads) else 0.0,
+            "signal/kept_frac": _mean(r["kept"] for r in rows),
+            "signal/masked_frac": _mean(r["masked"] for r in rows),
+            "signal/advantage_abs_mean": _mean(abs(r["advantage"]) for r in rows),
+            "policy/loss": stats["loss"],
+            "policy/kl": _mean(r["kl"] for r in live),
+            "policy/entropy": _mean(r["entropy"] for r in live),
+            "policy/clip_frac_low": _mean(r["clip_frac_low"] for r in live),
+            "policy/clip_frac_high": _mean(r["clip_frac_high"] for r in live),
+            "policy/grad_norm": stats["grad_norm"],
+            "policy/lr": stats["lr"],
+            "policy/updates": stats["updates"],
+            "gen/length_mean": _mean(lengths),
+            "gen/length_max": max(lengths, default=0),
+            "gen/truncated_frac": _mean(r["truncated"] for r in rows),
+            "gen/turns_mean": _mean(r["turns"] for r in rows),
+            "gen/tool_calls_mean": _mean(r["tool_calls"] for r in rows),
+            "gen/tokens": sum(lengths),
+        }
 
     def _row(self, step: int, t, reward: float, advantage: float, d, per: dict) -> dict:
         from evo.train.rollout import transcript_json
@@ -199,6 +242,7 @@ class Trainer:
             "advantage": advantage, "kept": bool(d.kept), "filter_reason": d.reason, "masked": bool(d.masked),
             "kl": float(per["kl"]), "entropy": float(per["entropy"]),
             "clip_frac_low": float(per["clip_frac_low"]), "clip_frac_high": float(per["clip_frac_high"]),
+            "rank": self.ranks.rank,
         }
         for c in self.components:
             row[f"reward/{c}"] = float(t.components.get(c, 0.0))
@@ -216,11 +260,12 @@ class Trainer:
                 "init_checkpoint": self.init_checkpoint, "finished": finished, "version": self.version,
                 "totals": dict(self.totals)}
         folder = save_checkpoint(self.out / "checkpoint", self.policy, self.engine, info)
-        self._merge_rollouts()
+        if self.ranks.main:
+            self._merge_rollouts()
         return folder
 
     def finish(self) -> dict:
-        """Final checkpoint, rollouts.parquet, evaluation, then summary.json (last)."""
+        """Final checkpoint, rollouts.parquet, evaluation, then summary.json (last); the summary on every rank."""
         import shutil
 
         from evo.train.evaluate import evaluate
@@ -228,7 +273,10 @@ class Trainer:
         steps = int(self.recipe["grpo"]["steps"])
         folder = self.save(steps, finished=True)
         self.policy.name = str(folder)  # eval.json names what it evaluated: this run's checkpoint
-        ev = evaluate(self.policy, self.recipe, self.out)
+        with self.engine.full_parameters():  # the trained HF model evaluates (its tasks sharded over ranks)
+            ev = evaluate(self.policy, self.recipe, self.out)
+        if not self.ranks.main:
+            return self.ranks.broadcast(None)
         if not self.last_metrics:
             done = read_metrics(self.out / "metrics.jsonl")
             self.last_metrics = done[-1] if done else {}
@@ -247,4 +295,4 @@ class Trainer:
         }
         write_json(summary, self.out / "summary.json")
         shutil.rmtree(self.parts, ignore_errors=True)
-        return summary
+        return self.ranks.broadcast(summary)
