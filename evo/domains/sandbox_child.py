@@ -1,9 +1,9 @@
 """The code that runs INSIDE a sandboxed child process (never imported by evo).
 
 `evo.domains.sandbox` starts ``python -I -S -c "...; import sandbox_child; sandbox_child.start()"``
-in a jail (`evo.confine`) with this folder bound read-only at its own path and
-appended to ``sys.path`` (so the compiled .pyc is reused; the folder is taken off
-the path again before the program runs). It needs nothing but the standard
+in a jail (`evo.confine`) where this file, `sandbox_rpc.py` and their compiled
+.pyc are bound read-only at their own paths; this folder is appended to
+``sys.path`` and taken off it again before the program runs. It needs nothing but the standard
 library. ``sys.argv[1]`` is the config as a Python literal (the parent writes it
 with `repr`; `json` and `runpy` are avoided because importing them costs more
 than the rest of the start-up). In order, the child:

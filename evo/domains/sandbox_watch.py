@@ -31,6 +31,7 @@ class Child:
     cpu_s: float = 0.0
     ended_by_itself: bool = False
     done: bool = False
+    pending: memoryview = memoryview(b"")  # stdin not yet written
 
     def reap(self) -> None:
         """If the process has exited, record its status and CPU seconds (of the whole reaped tree)."""
