@@ -3,8 +3,20 @@
 // adds the version table, the details panel and click-to-select. Text from the
 // lineage (hypotheses, messages, PR bodies) is set with textContent, never as HTML.
 "use strict";
-(function () {
-  const DATA = JSON.parse(document.getElementById("evo-report-data").textContent);
+async function decodeReportData() {
+  // gzip + base64 (evo/report/html.py encode_data), decoded in memory: no request is made.
+  const text = document.getElementById("evo-report-data").textContent.trim();
+  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  const json = await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  return JSON.parse(json);
+}
+
+decodeReportData().then((data) => { window.EVO_REPORT = data; renderReport(data); }).catch((err) => {
+  document.getElementById("details").textContent = "this page could not decode its data: " + err;
+  throw err;
+});
+
+function renderReport(DATA) {
   const MODEL = DATA.model;
   const BY_NAME = new Map(MODEL.versions.map((v) => [v.name, v]));
   const PLOT_CONFIG = { displaylogo: false, responsive: true };
@@ -193,7 +205,7 @@
     for (const [id, fig] of Object.entries(DATA.figures)) {
       const node = document.getElementById(id);
       if (!node) continue;
-      Plotly.newPlot(node, fig.data, fig.layout, PLOT_CONFIG);
+      Plotly.newPlot(node, fig.data, Object.assign({ template: DATA.template }, fig.layout), PLOT_CONFIG);
       node.on("plotly_click", (ev) => {
         const name = ev.points && ev.points[0] && ev.points[0].customdata;
         if (typeof name === "string" && BY_NAME.has(name)) select(name, true);
@@ -212,4 +224,4 @@
   const head = MODEL.promoted_path[MODEL.promoted_path.length - 1] || (MODEL.versions[0] || {}).name;
   if (head) select(head, false);
   document.body.dataset.ready = "true";
-})();
+}

@@ -83,3 +83,21 @@ def test_default_out_is_inside_the_git_ignored_evo_folder(workspace_copy):
     assert written["path"] == str(workspace_copy / ".evo" / "report.html")
     status = subprocess.run(["git", "status", "--porcelain"], cwd=workspace_copy, capture_output=True, text=True).stdout
     assert status == "", f"the report dirtied the workspace:\n{status}"
+
+
+def test_the_ci_workflow_uploads_the_report_on_every_pull_request(workspace_copy):
+    import yaml
+
+    workflow = yaml.safe_load((workspace_copy / ".github" / "workflows" / "evo-gate.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert "pull_request" in triggers
+    job = workflow["jobs"]["cheap-checks"]
+    assert "if" not in job, "the cheap job must run on every PR, not only on approved ones"
+    steps = {s.get("name"): s for s in job["steps"]}
+    upload = steps["Upload the report"]
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["with"]["path"] == "evo-report/"
+    # The report step's own command line, run as the runner would in the checkout.
+    subprocess.run(["bash", "-euo", "pipefail", "-c", steps["Report"]["run"]], cwd=workspace_copy, check=True,
+                   env={**os.environ, "PATH": f"{os.path.dirname(EVO)}:{os.environ['PATH']}"}, capture_output=True)
+    assert (workspace_copy / "evo-report" / "index.html").stat().st_size > 1_000_000
+    assert sorted(p.name for p in (workspace_copy / "evo-report" / "png").glob("*.png"))

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from evo.report.data import comparisons, gather
-from evo.report.html import _json_for_script, render
+from evo.report.html import encode_data, page_data, render
 from evo.report.layout import ELBOW, edge_points, lay_out
 from evo.report.runs import global_offsets, training_series
 
@@ -79,9 +79,11 @@ def test_training_series_strides_long_runs_but_keeps_the_last_step():
     assert s["reward/mean"][-1] == pytest.approx(0.999) and "gen/truncated_frac" not in s
 
 
-def test_json_in_the_page_cannot_close_its_script_element():
-    text = _json_for_script({"hypothesis": "</script><script>alert(1)</script> <!-- x"})
-    assert "<" not in text and json.loads(text)["hypothesis"].startswith("</script>")
+def test_the_data_block_cannot_close_its_script_element_and_decodes_back():
+    text = encode_data({"model": {"hypothesis": "</script><script>alert(1)</script> <!-- x"}})
+    assert "<" not in text and text == encode_data({"model": {"hypothesis": "</script><script>alert(1)</script> <!-- x"}})
+    page = f'<script type="application/gzip+base64" id="evo-report-data">{text}</script>'
+    assert page_data(page)["model"]["hypothesis"].startswith("</script>")
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +112,17 @@ def test_a_large_synthetic_lineage_gathers_and_renders(synthetic):
     pruned = [v for v in model["versions"] if v["state"] == "pruned"]
     assert pruned and all(v["comparisons"]["deciding"]["outcome"] == "regression" for v in pruned)
 
+    import plotly.graph_objects as go
+
+    from evo.report.figures import all_figures, template
+
+    figures = all_figures(model)
+    assert {"tree", "deltas"} <= set(figures)
+    for name, fig in figures.items():  # the page's figures are plain dicts: each must be a valid Plotly figure
+        go.Figure({**fig, "layout": {**fig["layout"], "template": template()}})
+
     evil = next(v for v in model["versions"] if v["intervention"] and v["name"] != "v0")
     evil["intervention"]["hypothesis"] = "</script><script>document.title='pwned'</script>"
     page = render(model)
     assert len(re.findall(r"</script>", page)) == 3  # plotly, the data block, the page script: nothing injected
-    data = re.search(r'<script type="application/json" id="evo-report-data">(.*?)</script>', page, re.S).group(1)
-    assert json.loads(data)["model"]["versions"][evil["number"]]["intervention"]["hypothesis"].startswith("</script>")
+    assert page_data(page)["model"]["versions"][evil["number"]]["intervention"]["hypothesis"].startswith("</script>")

@@ -187,7 +187,7 @@ def test_clicking_a_node_or_a_row_shows_that_versions_details(page, workspace):
 
 def test_the_embedded_model_matches_the_lineage(page, workspace):
     pg, _ = page
-    model = json.loads(pg.evaluate("document.getElementById('evo-report-data').textContent"))["model"]
+    model = json.loads(pg.evaluate("JSON.stringify(window.EVO_REPORT.model)"))  # what the page decoded
     assert [v["name"] for v in model["versions"]] == [r["name"] for r in workspace["rows"]]
     judged = [v for v in model["versions"] if v["outcome"]]
     shown = {r["name"]: r for r in workspace["rows"]}
