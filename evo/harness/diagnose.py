@@ -2,8 +2,16 @@
 
 The analyzers in effect are those of each folder in `analyzer_dirs`, in order
 (default: the built-ins; a workspace passes the built-ins, then its own
-`analyzers/`); a later file with the same name overrides an earlier one. Analyzer failures are findings, never exceptions;
-only a missing run folder or an unreadable artifact stops a diagnosis.
+`analyzers/`); a later file with the same name overrides an earlier one.
+Analyzer failures are findings, never exceptions; only a missing run folder or
+an unreadable artifact stops a diagnosis.
+
+Trust: shipped code runs in this process — the built-in analyzers, and a
+workspace's copy of one that is byte for byte the shipped file. Every other
+analyzer (a workspace's own, or an edited copy of a built-in) is the agent's
+code and runs confined out of process (`evo.harness.isolation`). Audits always
+run from the shipped files: a workspace file that replaces a built-in audit is
+not run, and the diagnosis says so.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ import os
 from pathlib import Path
 
 from evo.errors import HarnessError
-from evo.harness import digest, loader
+from evo.harness import digest, isolation, loader
 from evo.harness.context import DIAGNOSIS_FILE, AnalyzerContext, RunArtifacts
 from evo.resources import resource_dir
 from evo.schemas import validate
@@ -51,8 +59,16 @@ def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, ana
         declared_harness_revision=bool(declared_harness_revision),
         version=version or "",
     )
-    results = loader.run_all(files, ctx)
-    diag = assemble(results, files, ctx)
+    trusted, untrusted, refused = loader.split_by_trust(files)
+    results = loader.run_all(trusted, ctx)
+    if untrusted:
+        job = {"run_dir": str(ctx.run_dir), "parent_run_dir": str(parent_run_dir) if parent_run_dir else None,
+               "promoted_run_dir": str(promoted_run_dir) if promoted_run_dir else None, "recipe": ctx.recipe,
+               "settings": ctx.settings, "lineage": ctx.lineage, "changed_paths": list(ctx.changed_paths),
+               "declared_harness_revision": ctx.declared_harness_revision, "version": ctx.version}
+        results += isolation.run_isolated(untrusted, job, isolation.Limits.from_settings(settings))
+        results.sort(key=lambda r: (r.audit, loader.LAYER_ORDER.get(r.layer, -1), r.name))
+    diag = assemble(results, files, ctx, refused=refused)
     validate(diag, "diagnosis", source=DIAGNOSIS_FILE, error_cls=HarnessError)
     out = Path(out_dir) if out_dir is not None else ctx.run_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -66,10 +82,14 @@ def _shown(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-def assemble(results: list[loader.AnalyzerResult], files: list[loader.AnalyzerFile], ctx: AnalyzerContext) -> dict:
+def assemble(results: list[loader.AnalyzerResult], files: list[loader.AnalyzerFile], ctx: AnalyzerContext,
+             refused: list[loader.AnalyzerFile] = ()) -> dict:
     """Merge analyzer results into the diagnosis dict (format: docs/contracts.md)."""
     metrics: dict = {}
-    findings: list = []
+    findings: list = [loader.finding(
+        "harness.audit_override_refused", "warning",
+        f"{_shown(f.path)} replaces the built-in audit {f.name}; audits run from the shipped code, so it was not run",
+        layer="version", values={"analyzer": f.name, "path": str(f.path)}) for f in refused]
     vetoes: list = []
     ran, failed = [], []
     for r in results:

@@ -215,27 +215,36 @@ def prepare(f: AnalyzerFile) -> tuple[AnalyzerResult, ModuleType | None]:
     return result, module
 
 
+def check_output(out: Any, result: AnalyzerResult) -> AnalyzerResult:
+    """Validate what `analyze(ctx)` returned into `result`; raise BadResult on anything off-contract.
+
+    The orchestrator calls this on every result, including those that crossed the
+    channel from a confined analyzer process: what the worker says is never trusted.
+    """
+    if not isinstance(out, dict):
+        raise BadResult(f"analyze(ctx) must return a dict with 'metrics' and 'findings', got {type(out).__name__}")
+    unknown = set(out) - {"metrics", "findings", "vetoes", "note"}
+    if unknown:
+        raise BadResult(f"unknown result keys {sorted(unknown)}; use metrics, findings, vetoes")
+    result.metrics = _check_metrics(out.get("metrics") or {}, result)
+    findings = out.get("findings") or []
+    if not isinstance(findings, list):
+        raise BadResult("'findings' must be a list")
+    result.findings = [_check_finding(x, result.layer) for x in findings]
+    vetoes = out.get("vetoes") or []
+    if not isinstance(vetoes, list):
+        raise BadResult("'vetoes' must be a list")
+    result.vetoes = [_check_veto(v, result.name) for v in vetoes]
+    if out.get("note"):
+        result.note = str(out["note"])[:500]
+    return result
+
+
 def execute(result: AnalyzerResult, module: ModuleType, ctx) -> AnalyzerResult:
     """Run a prepared analyzer and validate what it returns; failures land in the result."""
     start = time.perf_counter()
     try:
-        out = module.analyze(ctx)
-        if not isinstance(out, dict):
-            raise BadResult(f"analyze(ctx) must return a dict with 'metrics' and 'findings', got {type(out).__name__}")
-        unknown = set(out) - {"metrics", "findings", "vetoes", "note"}
-        if unknown:
-            raise BadResult(f"unknown result keys {sorted(unknown)}; use metrics, findings, vetoes")
-        result.metrics = _check_metrics(out.get("metrics") or {}, result)
-        findings = out.get("findings") or []
-        if not isinstance(findings, list):
-            raise BadResult("'findings' must be a list")
-        result.findings = [_check_finding(x, result.layer) for x in findings]
-        vetoes = out.get("vetoes") or []
-        if not isinstance(vetoes, list):
-            raise BadResult("'vetoes' must be a list")
-        result.vetoes = [_check_veto(v, result.name) for v in vetoes]
-        if out.get("note"):
-            result.note = str(out["note"])
+        check_output(module.analyze(ctx), result)
     except BaseException as exc:  # noqa: BLE001 - an analyzer must never crash the step
         _fail(result, exc)
     result.seconds += time.perf_counter() - start
@@ -246,6 +255,32 @@ def run_analyzer(f: AnalyzerFile, ctx) -> AnalyzerResult:
     """Load and run one analyzer; every failure is captured in the result, never raised."""
     result, module = prepare(f)
     return execute(result, module, ctx) if module is not None else result
+
+
+def split_by_trust(files: list[AnalyzerFile]):
+    """(run in this process, run confined, refused): which analyzer files are shipped code.
+
+    Trusted: a built-in, or a workspace file byte for byte the built-in of its
+    name. A workspace file replacing a built-in audit is refused (the shipped
+    audit runs instead). Everything else is the agent's code.
+    """
+    from evo.resources import resource_dir
+
+    shipped_dir = resource_dir("analyzers").resolve()
+    shipped = {f.name: f for f in discover([shipped_dir])}
+    trusted, untrusted, refused = [], [], []
+    for f in files:
+        original = shipped.get(f.name)
+        if f.path.resolve().parent == shipped_dir:
+            trusted.append(f)
+        elif original is not None and f.path.read_bytes() == original.path.read_bytes():
+            trusted.append(AnalyzerFile(f.name, original.path, f.overrides))
+        elif original is not None and f.name.startswith("audit_"):
+            trusted.append(AnalyzerFile(f.name, original.path, f.overrides))
+            refused.append(f)
+        else:
+            untrusted.append(f)
+    return trusted, untrusted, refused
 
 
 def error_finding(result: AnalyzerResult, shown_path: str) -> dict:
@@ -268,18 +303,30 @@ def run_all(files: list[AnalyzerFile], ctx) -> list[AnalyzerResult]:
     return [execute(result, module, ctx) if module is not None else result for result, module in prepared]
 
 
-def load_analyzers(dirs: Iterable[str | Path]) -> tuple[list[dict], list[dict]]:
+def load_analyzers(dirs: Iterable[str | Path], settings: dict | None = None) -> tuple[list[dict], list[dict]]:
     """Import every analyzer in `dirs` without running it (for `evo validate` and CI).
 
+    Importing is running: a workspace's own files are imported in a confined
+    process (`evo.harness.isolation`, mode "load"), the shipped ones here.
     Returns (analyzers, problems): [{name, path, layer, audit, overrides}] and
     [{file, error}] for files that fail to import or break the contract.
     """
+    from evo.harness import isolation
+
+    files = discover(dirs)
+    trusted, untrusted, refused = split_by_trust(files)
+    results = {f.name: prepare(f)[0] for f in trusted}
+    if untrusted:
+        results.update({r_file.name: r for r_file, r in zip(untrusted, isolation.run_isolated(
+            untrusted, {}, isolation.Limits.from_settings(settings), mode="load"))})
     analyzers, problems = [], []
-    for f in discover(dirs):
-        result, module = prepare(f)
-        if module is None:
+    for f in files:
+        result = results[f.name]
+        if f in refused:
+            problems.append({"file": str(f.path), "error": f"replaces the built-in audit {f.name}; audits run from the shipped code"})
+        elif result.status == "error":
             problems.append({"file": str(f.path), "error": result.error})
-            continue
-        analyzers.append({"name": result.name, "path": str(f.path), "layer": result.layer, "audit": result.audit,
-                          "overrides": str(f.overrides) if f.overrides else None})
+        else:
+            analyzers.append({"name": result.name, "path": str(f.path), "layer": result.layer, "audit": result.audit,
+                              "overrides": str(f.overrides) if f.overrides else None})
     return analyzers, problems

@@ -37,6 +37,8 @@ from evo.settings import artifact_dir, artifact_root
 REPLICATES = "replicates"
 CONTROLS = "controls"
 RUN_FILES = ("rollouts.parquet", "metrics.jsonl", "summary.json", "eval.parquet", "eval.json")
+EVAL_FILES = ("eval.parquet", "eval.json")
+JUDGED_FILES = ("eval.parquet", "rollouts.parquet")  # what the judge and the audits read of a run
 
 
 # ----------------------------------------------------------------- naming
@@ -128,21 +130,72 @@ def is_finished(folder: Path) -> bool:
 
 
 # ----------------------------------------------------------------- artifacts
-def artifact_list(folder: Path) -> list[dict]:
+def artifact_list(folder: Path, names: tuple[str, ...] | None = None) -> list[dict]:
     """URI, size and sha256 of each artifact of one run folder (the checkpoint's weights included).
 
-    Nested run folders (replicates) are their own runs, listed by their own events.
+    Nested run folders (replicates) are their own runs, listed by their own
+    events. `names`: only these top-level files.
     """
     out = []
     for path in sorted(Path(folder).rglob("*")):
         rel = path.relative_to(folder)
         if not path.is_file() or path.suffix == ".tmp" or rel.parts[0] == REPLICATES:
             continue
+        if names is not None and str(rel) not in names:
+            continue
         if rel.parts[0] != "checkpoint" and rel.name not in RUN_FILES:
             continue
         out.append({"name": str(rel), "uri": path.resolve().as_uri(), "size": path.stat().st_size,
                     "sha256": sha256_of(path)})
     return out
+
+
+def recorded_hashes(records: dict) -> dict[tuple[str, str], str]:
+    """(run folder relative to the artifact root, file name) -> the sha256 the lineage recorded for it.
+
+    From every event that hashes a run: a version's `trained` and `evaluated`
+    (its own folder; v0's also the base model's evaluation), `replicated` and
+    `control` (their `run` folder). A later record of the same file wins (a
+    harness revision re-evaluates under a new recipe).
+    """
+    out: dict[tuple[str, str], str] = {}
+    for rec in sorted(records.values(), key=lambda r: r.number):
+        for ev in rec.events:
+            groups = []
+            if ev["event"] in ("trained", "evaluated"):
+                groups.append((rec.name, ev.get("artifacts") or []))
+                groups.append(("base", ev.get("baseline_artifacts") or []))
+            elif ev["event"] in ("replicated", "control"):
+                groups.append((ev["run"], ev.get("artifacts") or []))
+            for run, artifacts in groups:
+                for a in artifacts:
+                    if a.get("sha256"):
+                        out[(run, a["name"])] = a["sha256"]
+    return out
+
+
+def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path]) -> list[str]:
+    """One line per file the judge reads (eval.parquet, rollouts.parquet) whose content no longer
+    matches the sha256 recorded in the lineage. Files never recorded (older workspaces) are not
+    reported: there is nothing to check them against."""
+    recorded = recorded_hashes(records)
+    base = artifact_root(root, settings).resolve()
+    problems = []
+    for folder in folders:
+        try:
+            run = str(Path(folder).resolve().relative_to(base))
+        except ValueError:
+            continue
+        for name in JUDGED_FILES:
+            expected = recorded.get((run, name))
+            if expected is None:
+                continue
+            path = Path(folder) / name
+            actual = sha256_of(path) if path.is_file() else None
+            if actual != expected:
+                what = "is missing" if actual is None else f"has sha256 {actual[:12]}, not the recorded {expected[:12]}"
+                problems.append(f"{run}/{name} {what}: the evidence changed after it was recorded (tampering?)")
+    return problems
 
 
 def sha256_of(path: Path) -> str:

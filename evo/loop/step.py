@@ -350,11 +350,14 @@ class StepRunner(ProposalPhases):
             init = None if parent is None else V.checkpoint_of(self.root, self.settings, parent)
             summary = self._train(R.with_seed(plan.recipe, plan.seeds[0]), out, init, version)
             from_control = None
-        self.lineage.append_event(version, {
+        trained = {
             "id": event_id(version, "trained"), "event": "trained", "version": version,
             "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
             "estimate": gating.estimate(plan.recipe, self.settings).as_dict(), "from_control": from_control,
-        })
+        }
+        if parent is None:  # the baseline: the base model's evaluation it is judged against, hashed too
+            trained["baseline_artifacts"] = R.artifact_list(artifact_dir(self.root, self.settings, V.BASE))
+        self.lineage.append_event(version, trained)
         if plan.kind != "bootstrap":
             self._replicates(version, plan, parent)
         return {"checkpoint": str(out / "checkpoint"), "trained": True}
@@ -391,7 +394,7 @@ class StepRunner(ProposalPhases):
         self.lineage.append_event(version, {
             "id": event_id(version, "evaluated"), "event": "evaluated", "version": version,
             "avg_at_k": ev["avg_at_k"], "k": ev["k"], "n_tasks": ev["n_tasks"],
-            "per_stratum": ev.get("per_stratum", {}),
+            "per_stratum": ev.get("per_stratum", {}), "artifacts": R.artifact_list(out, names=R.EVAL_FILES),
         })
         return {"avg_at_k": ev["avg_at_k"]}
 
@@ -411,7 +414,12 @@ class StepRunner(ProposalPhases):
         candidate_runs = R.run_dirs(self.root, self.settings, records[version])
         if plan.kind == "bootstrap":
             candidate_runs = candidate_runs[:len(plan.seeds)]  # calibration replicates measure noise, not v0
-        judged = judge_runs(version, candidate_runs, artifact_dir(self.root, self.settings, baseline),
+        baseline_run = artifact_dir(self.root, self.settings, baseline)
+        tampered = R.verify_runs(self.root, self.settings, records, candidate_runs + [baseline_run] + (control_runs or []))
+        if tampered:  # evidence that no longer matches its recorded sha256 is a veto, whatever it says
+            diag.setdefault("audits", {}).setdefault("vetoes", []).extend(
+                {"audit": "evidence_integrity", "message": line, "evidence": {}} for line in tampered)
+        judged = judge_runs(version, candidate_runs, baseline_run,
                             baseline=baseline, control_runs=control_runs, control_key=key, confounded=confounded,
                             noise=R.workspace_noise(records), diagnosis=diag,
                             B=int(self.settings["search"]["bootstrap_samples"]))

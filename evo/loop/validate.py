@@ -25,7 +25,7 @@ def validate_workspace(root: Path) -> dict:
     checked.append("evo.yaml")
     recipe = load_recipe(root / "recipe.yaml")
     checked.append(f"recipe.yaml ({recipe['domain']['name']}, {recipe['model']['name']})")
-    analyzers, problems = load_analyzers([resource_dir("analyzers"), root / "analyzers"])
+    analyzers, problems = load_analyzers([resource_dir("analyzers"), root / "analyzers"], settings)
     if problems:
         first = problems[0]
         raise ConfigError(f"{first.get('file', 'analyzers')}: {first.get('error', first)}; fix or remove the analyzer")
