@@ -105,8 +105,8 @@ def track_cmd(workspace, target, to, project, log_dir, mode, as_json):
 
     Every training step's metrics at its global step, sampled completions per
     step, the evaluation, and (for a version) its lineage fields as the run's
-    summary. `evo step` does the same for each judged version when evo.yaml
-    sets `logging:`.
+    summary: what the loop logs after judging a version when evo.yaml sets
+    `logging:` (evo.report.trackers.log_version).
     """
     from evo.report.trackers import log_run, log_version
 

@@ -140,13 +140,14 @@ def _controls(rec) -> list[dict]:
     return out
 
 
-def version_entry(rec, run_dir: Path, offset: int, metrics: list[dict]) -> dict:
+def version_entry(rec, run_dir: Path, offset: int, metrics: list[dict], summary: dict) -> dict:
     """Everything the page shows about one version (see module docstring for Δ and steps)."""
+    from evo.loop.versions import is_confounded
+
     created = rec.last("created") or {}
     judged = rec.last("judged")
     gated = rec.last("gated") or {}
     evaluated = rec.last("evaluated") or {}
-    summary = read_json(run_dir / "summary.json") or {}
     usage = created.get("usage") or {}
     estimate = gated.get("estimate") or {}
     return {
@@ -162,7 +163,7 @@ def version_entry(rec, run_dir: Path, offset: int, metrics: list[dict]) -> dict:
         "harness_revision": _manifest(created.get("harness_revision")),
         "merge_reason": (rec.last("merged") or {}).get("reason"),
         "outcome": rec.outcome,
-        "confounded": judged.get("confounded") if judged else None,
+        "confounded": is_confounded(rec) if judged else None,
         "comparisons": comparisons(judged, rec.parents),
         "reasons": (judged or {}).get("reasons") or [],
         "vetoes": [{"audit": v.get("audit"), "message": v.get("message")}
@@ -322,17 +323,18 @@ def gather(root, settings: dict | None = None, *, lineage=None, progress: Progre
     settings = settings or load_settings(root)
     records = lineage.read_all()
     names = sorted(records, key=lambda n: records[n].number)
-    metrics, steps = {}, {}
+    run_dirs = {name: artifact_dir(root, settings, name) for name in names}
+    metrics, summaries, steps = {}, {}, {}
     for i, name in enumerate(names):
-        run_dir = artifact_dir(root, settings, name)
-        metrics[name] = read_metrics(run_dir)
-        steps[name] = run_steps(run_dir, metrics[name])
+        metrics[name] = read_metrics(run_dirs[name])
+        summaries[name] = read_json(run_dirs[name] / "summary.json") or {}
+        steps[name] = run_steps(run_dirs[name], metrics[name], summaries[name])
         if progress:
             progress(i + 1, 2 * len(names))
     offsets = global_offsets(records, steps)
     versions = []
     for i, name in enumerate(names):
-        versions.append(version_entry(records[name], artifact_dir(root, settings, name), offsets[name], metrics[name]))
+        versions.append(version_entry(records[name], run_dirs[name], offsets[name], metrics[name], summaries[name]))
         if progress:
             progress(len(names) + i + 1, 2 * len(names))
     path = promoted_path(records)

@@ -45,9 +45,9 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [r for r in rows if isinstance(r, dict) and isinstance(r.get("step"), int)]
 
 
-def run_steps(run_dir: Path, metrics: list[dict] | None = None) -> int:
+def run_steps(run_dir: Path, metrics: list[dict] | None = None, summary: dict | None = None) -> int:
     """Training steps a run took: summary.json's `steps`, else its logged steps, else 0 (not trained)."""
-    summary = read_json(Path(run_dir) / "summary.json") or {}
+    summary = (read_json(Path(run_dir) / "summary.json") or {}) if summary is None else summary
     if isinstance(summary.get("steps"), int):
         return summary["steps"]
     rows = read_metrics(run_dir) if metrics is None else metrics

@@ -116,6 +116,7 @@ def read_run(run_dir: Path, *, name: str, group: str, fields: dict, offset: int 
 
 def version_fields(records: dict, version: str, workspace: str) -> dict:
     """The lineage fields of one version as flat scalars (None dropped): what its tracker summary carries."""
+    from evo.loop.versions import is_confounded
     from evo.report.data import comparisons
 
     rec = records[version]
@@ -129,7 +130,7 @@ def version_fields(records: dict, version: str, workspace: str) -> dict:
            "intervention/kind": iv.get("kind"), "intervention/factor": iv.get("factor"),
            "intervention/change": iv.get("change"), "intervention/skill": iv.get("skill"),
            "outcome": rec.outcome, "baseline": (judged or {}).get("baseline"),
-           "confounded": (judged or {}).get("confounded"), "decision": decision["event"] if decision else None}
+           "confounded": is_confounded(rec) if judged else None, "decision": decision["event"] if decision else None}
     for key, comp in comparisons(judged, rec.parents).items():
         for k in ("delta", "ci_low", "ci_high", "p_value", "value"):
             if comp.get(k) is not None:
