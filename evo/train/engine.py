@@ -25,7 +25,9 @@ number of backward calls (the shorter ones pad with zero-valued backwards).
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 
@@ -291,6 +293,13 @@ class DeepSpeedEngine(TorchEngine):
                              "gathers parameters inside every forward, and GRPO ranks run different numbers of "
                              "forwards; use stage 2 (or grpo.engine: torch with grpo.fsdp: true)")
         config["train_batch_size"] = config["train_micro_batch_size_per_gpu"] * self.ranks.world
+        if not torch.distributed.is_initialized():  # one process: a world of one, not DeepSpeed's MPI discovery
+            from evo.train.launch import free_port
+
+            backend = "nccl" if self.ranks.device.type == "cuda" else "gloo"
+            torch.distributed.init_process_group(backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                                                 world_size=1)
+            os.environ.setdefault("LOCAL_RANK", "0")  # DeepSpeed's engine asserts a launcher set it
         self.ds_engine, optimizer, _, _ = deepspeed.initialize(model=self.model, config=config,
                                                                model_parameters=self.model.parameters())
         return optimizer
@@ -316,10 +325,10 @@ class DeepSpeedEngine(TorchEngine):
         return None
 
     def save_native(self, folder) -> None:
-        self.ds_engine.save_checkpoint(str(folder), tag="deepspeed", save_latest=False)
+        self.ds_engine.save_checkpoint(str(Path(folder) / "deepspeed"), tag="state", save_latest=False)
 
     def load_native(self, folder) -> None:
-        self.ds_engine.load_checkpoint(str(folder), tag="deepspeed", load_module_strict=True,
+        self.ds_engine.load_checkpoint(str(Path(folder) / "deepspeed"), tag="state", load_module_strict=True,
                                        load_optimizer_states=True, load_lr_scheduler_states=False)
 
 

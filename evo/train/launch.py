@@ -69,19 +69,20 @@ def run_training(recipe: dict, out_dir, *, init_checkpoint=None, version: str = 
 
 def _command(launcher: str, nproc: int, spec: Path) -> list[str]:
     if launcher == "deepspeed":
-        try:
-            import deepspeed  # noqa: F401
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("deepspeed") is None:
             from evo.errors import MissingDependencyError
 
-            raise MissingDependencyError("deepspeed", "gpu", "run.launcher: deepspeed") from None
+            raise MissingDependencyError("deepspeed", "gpu", "run.launcher: deepspeed")
         return [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(nproc), "--master_port",
-                str(_free_port()), "--no_local_rank", "--module", "evo.train.launch", str(spec)]
+                str(free_port()), "--no_local_rank", "--module", "evo.train.launch", str(spec)]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
             "-m", "evo.train.launch", str(spec)]
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on this machine now (for a rendezvous)."""
     import socket
 
     with socket.socket() as s:
@@ -108,8 +109,9 @@ def _launch(recipe, out: Path, init_checkpoint, version, progress, nproc, launch
     stop = logdir / "stop"
     env = {**os.environ, STOP_FILE_ENV: str(stop)}
     with open(logdir / "launcher.log", "w", encoding="utf-8") as err:
-        proc = subprocess.Popen(_command(launcher, nproc, spec), stderr=err, env=env, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+        # Rank 0 draws its progress bar on this terminal; otherwise everything goes to the log (e.g. --json).
+        proc = subprocess.Popen(_command(launcher, nproc, spec), stdout=None if progress else err, stderr=err,
+                                env=env, start_new_session=True, preexec_fn=_die_with_parent)
         rc = _wait(proc, stop)
     if rc == 0:
         shutil.rmtree(logdir, ignore_errors=True)
@@ -168,10 +170,12 @@ def _failure(logdir: Path, nproc: int, rc: int, markers: dict) -> str:
         return f"training rank {rank} of {nproc} failed: {msg} (rank logs: {logdir})"
     silent = [r for r in range(nproc) if r not in markers]  # died without a word: killed, out of memory, ...
     if silent:
-        rank = _root_cause(logdir, silent)
+        rank, code = _root_cause(logdir, silent)
+        how = f" (killed by signal {-code})" if code is not None and code < 0 else ""
         last = next((line for line in reversed(_lines(logdir / f"rank{rank}.log")) if not _MARKER.match(line)),
                     "(its log is empty)")
-        return f"training rank {rank} of {nproc} died without reporting an error; last log line: {last} (rank logs: {logdir})"
+        return (f"training rank {rank} of {nproc} died without reporting an error{how}; last log line: {last} "
+                f"(rank logs: {logdir})")
     lost = sorted((t, r, msg) for r, (kind, t, msg) in markers.items() if kind == LOST)
     if lost:
         _, rank, msg = lost[0]
@@ -180,24 +184,32 @@ def _failure(logdir: Path, nproc: int, rc: int, markers: dict) -> str:
     return f"training launcher exited with code {rc}: {launch[-1] if launch else 'no output'} (logs: {logdir})"
 
 
-def _root_cause(logdir: Path, candidates: list[int]) -> int:
-    """torchrun's "Root Cause (first observed failure)" rank when it names one of `candidates`, else the first."""
+def _root_cause(logdir: Path, candidates: list[int]) -> tuple[int, int | None]:
+    """torchrun's "Root Cause (first observed failure)" rank and exit code when it names one of `candidates`."""
     text = "\n".join(_lines(logdir / "launcher.log"))
-    m = re.search(r"Root Cause.*?rank\s*:\s*(\d+)", text, flags=re.S)
+    m = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", text, flags=re.S)
     if m and int(m.group(1)) in candidates:
-        return int(m.group(1))
-    return candidates[0]
+        return int(m.group(1)), int(m.group(2))
+    return candidates[0], None
 
 
 # -- the rank entry point: python -m evo.train.launch SPEC ---------------------------------------------
+_PEER_GONE = re.compile(r"Connection (reset|closed) by peer|Broken pipe|remote (worker|process)", re.I)
+
+
+def _lost_peer(exc: BaseException, text: str) -> bool:
+    """A collective that failed because another rank went away: a symptom, not the cause."""
+    import torch.distributed as dist
+
+    kinds = tuple(k for k in (getattr(dist, "DistBackendError", None), getattr(dist, "DistNetworkError", None)) if k)
+    return isinstance(exc, kinds) or bool(_PEER_GONE.search(text))
+
 def _mark(kind: str, message: str = "") -> None:
     print(f"{kind} t={time.time():.6f}: {message}".rstrip(), file=sys.stderr, flush=True)
 
 
 def _rank_main(spec_path: str) -> int:
     import traceback
-
-    import torch.distributed as dist
 
     from evo.train.distributed import leave
 
@@ -220,8 +232,8 @@ def _rank_main(spec_path: str) -> int:
         code = 1
     except BaseException as exc:  # noqa: BLE001 (every failure must reach the launcher as one line)
         traceback.print_exc()
-        lost = isinstance(exc, (getattr(dist, "DistBackendError", ()), getattr(dist, "DistNetworkError", ())))
-        _mark(LOST if lost else ERROR, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _mark(LOST if _lost_peer(exc, text) else ERROR, f"{type(exc).__name__}: {text}")
         code = 1
     if code == 0:
         leave()

@@ -15,13 +15,14 @@ its step-0 group 2 sample 0 draws u = 0.874930757 against a boundary at
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
 
 import pyarrow.parquet as pq
 import pytest
-import torch
 import yaml
 
 from evo.errors import TrainError
@@ -156,6 +157,16 @@ SITECUSTOMIZE = textwrap.dedent('''
 ''')
 
 
+def _one_line_and_clean_up(error) -> str:
+    """The error's text, checked to be one line; the rank logs it names are removed."""
+    line = str(error)
+    assert "\n" not in line
+    logs = re.search(r"\(rank logs: (\S+)\)$", line)
+    assert logs, line
+    shutil.rmtree(logs.group(1))
+    return line
+
+
 @pytest.fixture()
 def faults(tmp_path, monkeypatch):
     """Plant a fault in the launched ranks (they import this sitecustomize at startup)."""
@@ -171,8 +182,7 @@ def test_a_rank_that_raises_fails_the_run_in_one_line(tmp_path, faults):
     out = tmp_path / "run"
     with pytest.raises(TrainError) as err:
         run_training(dp_recipe(), out, progress=False, nproc=2)
-    line = str(err.value)
-    assert "\n" not in line
+    line = _one_line_and_clean_up(err.value)
     assert line.startswith("training rank 1 of 2 failed: RuntimeError: planted fault on rank 1 at step 0")
     assert not (out / "summary.json").exists() and not (out / "checkpoint").exists()
 
@@ -187,7 +197,8 @@ def test_a_killed_two_rank_run_resumes_to_the_uninterrupted_parameters(tmp_path,
     resumed = tmp_path / "resumed"
     with pytest.raises(TrainError) as err:
         run_training(recipe, resumed, progress=False, nproc=2)
-    assert "\n" not in str(err.value) and "rank" in str(err.value)
+    line = _one_line_and_clean_up(err.value)
+    assert line.startswith("training rank 0 of 2 died without reporting an error (killed by signal 9)"), line
     state = json.loads((resumed / "checkpoint" / "trainer_state.json").read_text())
     assert state["step"] == 2 and state["world_size"] == 2 and not (resumed / "summary.json").exists()
 
@@ -206,12 +217,23 @@ def test_prompts_fewer_than_ranks_is_a_one_line_error(tmp_path):
     assert "rollout.prompts_per_step: 1 is below the 2 training ranks" in str(err.value)
 
 
-@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed missing")
-def test_deepspeed_two_ranks_train_the_one_rank_step(tmp_path):
+def test_deepspeed_two_ranks_train_the_one_rank_step_and_resume(tmp_path, faults):
+    """grpo.engine: deepspeed (ZeRO-2) under DeepSpeed's own launcher; skipped where deepspeed is not installed."""
     pytest.importorskip("deepspeed")
     recipe = dp_recipe(**{"grpo.engine": "deepspeed"})
     one, two = tmp_path / "one", tmp_path / "two"
     run_training(recipe, one, progress=False, nproc=1)
-    run_training(recipe, two, progress=False, nproc=2)
+    run_training(recipe, two, progress=False, nproc=2, launcher="deepspeed")
     assert _max_diff(_weights(one), _weights(two)) <= 1e-5
     assert read_metrics(one / "metrics.jsonl")[0]["reward/mean"] == read_metrics(two / "metrics.jsonl")[0]["reward/mean"]
+
+    longer = dp_recipe(**{"grpo.engine": "deepspeed", "grpo.steps": 2, "grpo.checkpoint_every": 1})
+    run_training(longer, tmp_path / "straight", progress=False, nproc=2)
+    faults("kill:0:1")
+    with pytest.raises(TrainError) as err:
+        run_training(longer, tmp_path / "resumed", progress=False, nproc=2)
+    _one_line_and_clean_up(err.value)
+    assert (tmp_path / "resumed" / "checkpoint" / "deepspeed" / "state").is_dir()  # ZeRO partitions, per rank
+    os.environ.pop("EVO_TEST_FAULT")
+    assert run_training(longer, tmp_path / "resumed", progress=False, nproc=2).summary["resumed_from_step"] == 1
+    assert _max_diff(_weights(tmp_path / "straight"), _weights(tmp_path / "resumed")) <= 1e-6
