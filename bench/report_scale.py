@@ -23,8 +23,6 @@ import argparse
 import json
 import random
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lineage_scale import EVO, build  # noqa: E402
+from lineage_scale import EVO, build, time_cmd  # noqa: E402
 
 GOAL_S = 5.0
 GOAL_MB = 10.0
@@ -75,15 +73,6 @@ def write_artifacts(root: Path, n: int, seed: int = 0) -> None:
             "findings": findings, "analyzers": [], "audits": {"vetoed": False, "vetoes": [], "ran": ["leakage"], "failed": []}}))
 
 
-def time_cmd(cmd: list[str], repeats: int) -> tuple[float, bytes]:
-    times, out = [], b""
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, check=True).stdout
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", type=int, default=1000)
@@ -102,9 +91,9 @@ def main() -> None:
         print(f"built {counts['versions']} versions ({counts['events']} events) with artifacts in "
               f"{time.perf_counter() - t:.1f} s", file=sys.stderr)
         page = base / "report.html"
-        report_s, out = time_cmd(EVO + ["report", "--json", "-C", str(root), "--out", str(page)], args.repeats)
+        report_s, out = time_cmd(EVO + ["report", "--json", "-C", str(root), "--out", str(page)], root, args.repeats)
         written = json.loads(out)
-        log_s, _ = time_cmd(EVO + ["log", "--json", "-C", str(root)], args.repeats)
+        log_s, _ = time_cmd(EVO + ["log", "--json", "-C", str(root)], root, args.repeats)
         page_mb = page.stat().st_size / 1e6
         print(f"evo report: {report_s:.2f} s for {written['versions']} versions, page {page_mb:.2f} MB; "
               f"evo log --json: {log_s:.2f} s (ratio {report_s / log_s:.1f}x)", file=sys.stderr)

@@ -209,6 +209,17 @@ def _import(module: str, package: str, purpose: str):
         raise MissingDependencyError(package, package, purpose) from None
 
 
+def _payloads(run: RunLog, table_cls):
+    """(step, what to log there) in step order: the metrics with that step's completions table, then the eval."""
+    for step, metrics in run.steps:
+        payload = dict(metrics)
+        if step in run.completions:
+            payload["completions"] = table_cls(columns=list(COMPLETION_COLUMNS), data=run.completions[step])
+        yield step, payload
+    if run.eval:
+        yield run.last_step, dict(run.eval)
+
+
 def _to_wandb(run: RunLog, conf: dict, target: Path) -> str:
     wandb = _import("wandb", "wandb", "logging.wandb")
     target.mkdir(parents=True, exist_ok=True)
@@ -218,13 +229,8 @@ def _to_wandb(run: RunLog, conf: dict, target: Path) -> str:
                     tags=[t for t in (run.fields.get("state"), run.fields.get("outcome")) if t], config=run.fields,
                     settings=settings, reinit="create_new")
     try:
-        for step, metrics in run.steps:
-            payload = dict(metrics)
-            if step in run.completions:
-                payload["completions"] = wandb.Table(columns=list(COMPLETION_COLUMNS), data=run.completions[step])
+        for step, payload in _payloads(run, wandb.Table):
             wb.log(payload, step=step)
-        if run.eval:
-            wb.log(run.eval, step=run.last_step)
         wb.summary.update({**run.fields, **run.eval})
         return str(Path(wb.dir).parent)
     finally:
@@ -268,13 +274,8 @@ def _to_trackio(run: RunLog, conf: dict, target: Path | None) -> str:
     project = conf.get("project") or run.group
     trackio.init(project=project, name=run.name, group=run.group, config=run.fields, embed=False)
     try:
-        for step, metrics in run.steps:
-            payload = dict(metrics)
-            if step in run.completions:
-                payload["completions"] = trackio.Table(columns=list(COMPLETION_COLUMNS), data=run.completions[step])
+        for step, payload in _payloads(run, trackio.Table):
             trackio.log(payload, step=step)
-        if run.eval:
-            trackio.log(run.eval, step=run.last_step)
     finally:
         trackio.finish()
     return f"trackio project {project}"

@@ -7,35 +7,14 @@ this workspace (or a copy).
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # report_support, wandb_records for the test modules
 
-from report_support import RECIPE, evo, evo_json  # noqa: E402
-
-
-def patch_settings(root: Path, patch: dict, message: str) -> None:
-    """Update sections of evo.yaml and commit it on main, as a user would."""
-    settings = yaml.safe_load((root / "evo.yaml").read_text())
-    for section, values in patch.items():
-        settings.setdefault(section, {}).update(values)
-    (root / "evo.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-    subprocess.run(["git", "commit", "-qam", message], cwd=root, check=True)
-
-
-def fast_search() -> dict:
-    """One alternative beside the head; one calibration seed where the judge has that setting."""
-    from evo.schemas import load_schema
-
-    search = {"frontier_size": 1}
-    if "calibration_seeds" in load_schema("settings")["properties"]["search"]["properties"]:
-        search["calibration_seeds"] = 1
-    return search
+from report_support import evo, evo_json, fast_search, init_workspace, patch_settings  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -49,14 +28,10 @@ def workspace(tmp_path_factory) -> dict:
     version. Every state the page draws is present, for the cost of two
     trained steps.
     """
-    base = tmp_path_factory.mktemp("report")
-    (base / "recipe.yaml").write_text(RECIPE)
-    root = base / "ws"
-    evo("init", root, "--recipe", base / "recipe.yaml")
-    patch_settings(root, {"search": fast_search()}, "settings for the report tests")
+    root = init_workspace(tmp_path_factory.mktemp("report") / "ws", settings_patch={"search": fast_search()})
     for _ in range(2):
         evo("step", "-C", root)
-    patch_settings(root, {"gate": {"approval_above_gpu_hours": 0.0}}, "every candidate waits for approval")
+    patch_settings(root, {"gate": {"approval_above_gpu_hours": 0.0}})  # every later candidate waits for approval
     rejected = evo_json("step", "-C", root)
     assert rejected["status"] == "awaiting-approval", rejected
     evo("reject", "-C", root, rejected["version"], "--reason", "not worth it")

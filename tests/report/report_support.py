@@ -1,42 +1,27 @@
-"""Helpers for report tests: the real `evo` command, the test recipe, the browser check."""
+"""Helpers for report tests: the loop tests' real-`evo` helpers and test-scale recipe, plus the browser check."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-EVO = str(Path(sys.executable).with_name("evo"))
-# The loop tests' test-scale baseline (tests/loop/loop_support.py): a generation
-# limit too short for the hard stratum, so the first step has a clear fix.
-RECIPE = """\
-name: arithmetic-report-test
-seed: 0
-domain: {name: arithmetic}
-model: {name: builtin:tiny-char}
-rollout: {prompts_per_step: 8, num_generations: 4, max_new_tokens: 4}
-grpo: {steps: 3, learning_rate: 0.0001}
-reward:
-  terms: [{name: correctness, weight: 1.0}]
-eval: {k: 4, seed: 42, max_tasks: 48}
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
+
+from loop_support import EVO, evo, evo_json, init_workspace, patch_settings  # noqa: E402,F401
 
 
-def evo(*args, cwd=None, env=None, check=True):
-    proc = subprocess.run([EVO, *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
-    if check and proc.returncode != 0:
-        raise AssertionError(f"evo {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+def fast_search() -> dict:
+    """One alternative beside the head; one calibration seed where the judge has that setting."""
+    from evo.schemas import load_schema
 
-
-def evo_json(*args, cwd=None):
-    return json.loads(evo(*args, "--json", cwd=cwd).stdout)
+    search = {"frontier_size": 1}
+    if "calibration_seeds" in load_schema("settings")["properties"]["search"]["properties"]:
+        search["calibration_seeds"] = 1
+    return search
 
 
 def chromium_or_skip() -> str:
