@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import click
 
+
 def _workspace_root(_ctx, _param, value: Path) -> Path:
     """The workspace holding `value` (any subfolder or version worktree of it), as git finds
     its top level; the path as given when it is in none, so the command names it in its error."""
