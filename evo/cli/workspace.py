@@ -320,7 +320,7 @@ def register(group):
                 click.echo("ok: refs, notes, journal, worktrees, artifacts and main agree")
             else:
                 safe = sum(p.repairable for p in problems)
-                click.echo(f"{len(problems)} problem(s)" + (f", {safe} repaired by `evo fsck --repair`" if safe else ""))
+                click.echo(f"{len(problems)} problem(s)" + (f"; `evo fsck --repair` repairs {safe} of them" if safe else ""))
 
         emit(data, as_json, render)
         if problems:
