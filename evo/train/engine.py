@@ -61,17 +61,22 @@ class TorchEngine:
         self.cfg = grpo
         self.temperature = float(temperature)
         self.ranks = ranks
-        self.fsdp = bool(grpo.get("fsdp")) and ranks.world > 1
+        self.fsdp = bool(grpo.get("fsdp"))
         self.sync_module = self._wrap()
         self.optimizer = self._make_optimizer()
         self.set_step(0)
 
     def _wrap(self):
-        """The module whose backward reduces gradients over ranks (the model itself in one process)."""
-        if self.ranks.world == 1:
-            return self.model
+        """The module whose backward reduces gradients over ranks (the model itself in one process).
+
+        FSDP2 in one process shards over a world of one: no memory saved, the
+        same code path (what a one-GPU smoke test can exercise).
+        """
         if self.fsdp:
+            join_world_of_one(self.ranks)
             parallel.shard_fsdp(self.model, self.ranks)
+            return self.model
+        if self.ranks.world == 1:
             return self.model
         return parallel.wrap_ddp(self.model, self.ranks)
 
@@ -137,8 +142,10 @@ class TorchEngine:
         rows = self._plan(batch, use_ref)
         mb = max(1, int(self.cfg["micro_batch_size"]))
         chunks = [rows[i: i + mb] for i in range(0, len(rows), mb)]
-        parallel_run = self.ranks.world > 1
-        scale = global_loss_scale(self.ranks.world) if parallel_run else 1.0
+        # One process, unsharded: the plain path. Otherwise real backwards accumulate and one synced backward
+        # reduces (and, under FSDP, reduce-scatters into the sharded gradients the optimizer steps on).
+        parallel_run = self.ranks.world > 1 or self.fsdp
+        scale = global_loss_scale(self.ranks.world)
         learns = bool((batch.weights > 0).any())  # does anything enter the loss (on any rank, below)
         if parallel_run:
             learns = self.ranks.any(learns)
@@ -286,19 +293,14 @@ class DeepSpeedEngine(TorchEngine):
             "bf16": {"enabled": next(self.model.parameters()).dtype == torch.bfloat16},
             "zero_optimization": {"stage": 2},
         }
-        config.update(self.cfg.get("deepspeed") or {})
+        config = _merged(config, self.cfg.get("deepspeed") or {})
         stage = int((config.get("zero_optimization") or {}).get("stage", 0))
         if stage > 2:
             raise TrainError(f"recipe.yaml: grpo.deepspeed.zero_optimization.stage: {stage} is not supported: ZeRO-3 "
                              "gathers parameters inside every forward, and GRPO ranks run different numbers of "
                              "forwards; use stage 2 (or grpo.engine: torch with grpo.fsdp: true)")
         config["train_batch_size"] = config["train_micro_batch_size_per_gpu"] * self.ranks.world
-        if not torch.distributed.is_initialized():  # one process: a world of one, not DeepSpeed's MPI discovery
-            from evo.train.launch import free_port
-
-            backend = "nccl" if self.ranks.device.type == "cuda" else "gloo"
-            torch.distributed.init_process_group(backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
-                                                 world_size=1)
+        if join_world_of_one(self.ranks):  # one process: not DeepSpeed's MPI discovery
             os.environ.setdefault("LOCAL_RANK", "0")  # DeepSpeed's engine asserts a launcher set it
         self.ds_engine, optimizer, _, _ = deepspeed.initialize(model=self.model, config=config,
                                                                model_parameters=self.model.parameters())
@@ -330,6 +332,25 @@ class DeepSpeedEngine(TorchEngine):
     def load_native(self, folder) -> None:
         self.ds_engine.load_checkpoint(str(Path(folder) / "deepspeed"), tag="state", load_module_strict=True,
                                        load_optimizer_states=True, load_lr_scheduler_states=False)
+
+
+def join_world_of_one(ranks) -> bool:
+    """A one-process group for engines that need one (FSDP2, DeepSpeed) when no launcher made one; True if made."""
+    if ranks.world > 1 or torch.distributed.is_initialized():
+        return False
+    from evo.train.launch import free_port
+
+    backend = "nccl" if ranks.device.type == "cuda" else "gloo"
+    torch.distributed.init_process_group(backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    return True
+
+
+def _merged(base: dict, override: dict) -> dict:
+    """`base` with `override` merged in, mapping by mapping (grpo.deepspeed sets only the keys it names)."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def make_engine(recipe: dict, model, *, ref_model=None, ranks=SINGLE) -> TorchEngine:

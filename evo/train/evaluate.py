@@ -22,13 +22,14 @@ from evo.train.records import eval_schema, write_json, write_table
 HEADLINE = "correctness"
 
 
-def _as_policy(model_or_checkpoint, recipe: dict):
+def _as_policy(model_or_checkpoint, recipe: dict, device):
     if hasattr(model_or_checkpoint, "generate_ids"):
         return model_or_checkpoint
     from evo.train.policy import load_policy
 
+    # On the device training uses (a GPU where there is one), so a checkpoint evaluates as its run evaluated it.
     return load_policy(str(model_or_checkpoint), dtype=recipe["model"]["dtype"],
-                       chat_template=recipe["model"]["chat_template"])
+                       chat_template=recipe["model"]["chat_template"], device=str(device))
 
 
 def summarize(rows: list[dict], k: int, seed: int) -> dict:
@@ -71,9 +72,9 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
     tasks = env.tasks(spec["split"])
     if spec.get("max_tasks"):
         tasks = tasks[: int(spec["max_tasks"])]
-    policy = _as_policy(model_or_checkpoint, recipe)
-    limits = RolloutLimits.from_recipe(recipe, env, temperature=spec["temperature"])
     ranks = current()
+    policy = _as_policy(model_or_checkpoint, recipe, ranks.device)
+    limits = RolloutLimits.from_recipe(recipe, env, temperature=spec["temperature"])
     mine = ranks.shard(len(tasks))
     trajs = rollout(env, [tasks[i] for i in mine], policy, k, limits, seed=seed, group_ids=mine)
     components = list(env.reward_components)

@@ -1,0 +1,104 @@
+"""Data-parallel GRPO throughput: trajectories per second at 1 and 2 ranks, one CPU thread each.
+
+The same recipe (the embedded default: tiny-char on arithmetic, 32 prompts x 8
+samples per step) is trained by `evo train --nproc 1` and by `evo train
+--nproc 2` (torchrun, gloo, DDP), each process limited to one thread
+(OMP_NUM_THREADS=1), so 2 ranks use 2 cores where 1 rank uses one. The two
+runs sample the same trajectories (a rank samples its groups exactly as one
+process would), so they do the same work; the bench checks that their step
+rewards are equal. Throughput counts the steady steps only: trajectories of
+steps 1..N-1 over the sum of their `time/step_s` on rank 0 (which includes
+waiting for the other rank and gathering its rows), leaving out step 0
+(first-call warm-up) and process start-up. Runs alternate for `--rounds`
+rounds so machine load drifts equally on both; the figure is the total over
+rounds.
+
+    .venv/bin/python bench/data_parallel.py [--rounds 2] [--steps 5]
+
+Ends with one JSON line: figures, the goal (ratio >= 1.6 at 2 ranks) and "met".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+GOAL_RATIO = 1.6
+PROMPTS, SAMPLES = 32, 8
+
+
+def recipe(steps: int) -> dict:
+    return {
+        "name": "bench-data-parallel", "seed": 0,
+        "domain": {"name": "arithmetic"},
+        "model": {"name": "builtin:tiny-char"},
+        "rollout": {"prompts_per_step": PROMPTS, "num_generations": SAMPLES, "max_new_tokens": 12},
+        "grpo": {"steps": steps, "learning_rate": 0.0005, "micro_batch_size": 64},
+        "eval": {"k": 1, "max_tasks": 8},
+    }
+
+
+def train(path: Path, out: Path, nproc: int) -> tuple[float, int, list[float], float]:
+    """(steady seconds, steady trajectories, per-step reward means, wall seconds) of one `evo train`."""
+    evo = str(Path(sys.executable).with_name("evo"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.run([evo, "train", str(path), "--out", str(out), "--nproc", str(nproc), "--json"],
+                          capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"evo train --nproc {nproc} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steady = metrics[1:]
+    return (sum(m["time/step_s"] for m in steady), len(steady) * PROMPTS * SAMPLES,
+            [m["reward/mean"] for m in metrics], wall)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="evo-bench-dp-"))
+    path = work / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe(args.steps)))
+    totals = {1: [0.0, 0, 0.0], 2: [0.0, 0, 0.0]}
+    same_work = True
+    try:
+        for r in range(args.rounds):
+            rewards = {}
+            for nproc in (1, 2):
+                seconds, trajectories, rewards[nproc], wall = train(path, work / f"run-{r}-{nproc}", nproc)
+                totals[nproc][0] += seconds
+                totals[nproc][1] += trajectories
+                totals[nproc][2] += wall
+                print(f"round {r}: {nproc} rank(s): {trajectories / seconds:7.1f} trajectories/s "
+                      f"(steady steps {seconds:.2f} s, process wall {wall:.1f} s)")
+            same_work &= rewards[1] == rewards[2]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rate = {n: totals[n][1] / totals[n][0] for n in (1, 2)}
+    ratio = rate[2] / rate[1]
+    print(f"1 rank: {rate[1]:.1f} trajectories/s; 2 ranks: {rate[2]:.1f} trajectories/s; "
+          f"ratio {ratio:.2f} (goal >= {GOAL_RATIO}); same trajectories: {same_work}")
+    print(json.dumps({
+        "trajectories_per_s_1_rank": round(rate[1], 2), "trajectories_per_s_2_ranks": round(rate[2], 2),
+        "ratio_2_vs_1_rank": round(ratio, 3), "goal_ratio": GOAL_RATIO,
+        "wall_s_1_rank": round(totals[1][2], 1), "wall_s_2_ranks": round(totals[2][2], 1),
+        "steps": args.steps, "rounds": args.rounds, "trajectories_per_step": PROMPTS * SAMPLES,
+        "same_rewards": same_work, "cpus": os.cpu_count(),
+        "met": bool(ratio >= GOAL_RATIO and same_work),
+    }))
+
+
+if __name__ == "__main__":
+    main()
