@@ -7,6 +7,7 @@ Long work shows a progress bar on stderr when stderr is a terminal; under
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from pathlib import Path
 
@@ -84,9 +85,16 @@ def report_cmd(workspace, out, open_, png_dir, as_json):
 @json_option
 def plot_cmd(workspace, version, out_dir, as_json):
     """Write VERSION's pictures as PNG: training curves, Avg@k along its ancestry, and the lineage."""
+    from evo.lineage import Lineage
+    from evo.report.data import gather
     from evo.report.plots import SIZE, write_version_plots
+    from evo.settings import load_settings
 
-    paths = write_version_plots(workspace, version, out_dir)
+    lineage = Lineage.open(workspace)
+    settings = load_settings(lineage.root)
+    with progress_bar("reading versions", as_json) as progress:
+        model = gather(lineage.root, settings, lineage=lineage, progress=progress, pr_bodies=0)
+    paths = write_version_plots(lineage.root, version, out_dir, settings=settings, model=model)
     emit({"version": version, "pngs": [str(p) for p in paths], "size": list(SIZE)}, as_json,
          lambda d: [click.echo(f"wrote {p}") for p in d["pngs"]])
 
@@ -115,11 +123,14 @@ def track_cmd(workspace, target, to, project, log_dir, mode, as_json):
         logging[name] = {"wandb": {"project": project, "mode": mode}, "tensorboard": {"log_dir": log_dir},
                          "trackio": {"project": project}}[name]
     with progress_bar("logging", as_json) as progress:
-        if Path(target).is_dir():
+        if not re.fullmatch(r"v[0-9]+", target):
+            if not Path(target).is_dir():
+                raise click.UsageError(f"{target!r} is neither a version (vN) nor a run folder")
             if not logging:
                 raise click.UsageError(f"{target} is a run folder; name the tracker with --to")
             result = log_run(target, logging, progress=progress)
         else:
+            from evo.errors import VersionError
             from evo.lineage import Lineage
             from evo.settings import load_settings
 
@@ -130,7 +141,7 @@ def track_cmd(workspace, target, to, project, log_dir, mode, as_json):
                                                     "trackio": None, **logging}}
             records = lineage.read_all()
             if target not in records:
-                raise lineage._unknown(target, list(records))
+                raise VersionError(f"unknown version {target!r}; `evo log` lists the versions")
             result = log_version(lineage.root, settings, target, records=records, progress=progress)
             if not result:
                 raise click.UsageError("evo.yaml sets no logging: tracker; add one or pass --to")

@@ -16,7 +16,7 @@ import html
 STATE_STYLE = {  # state -> (colour, plotly marker symbol, matplotlib marker)
     "promoted": ("#2e7d32", "circle", "o"),
     "frontier": ("#1565c0", "circle", "o"),
-    "awaiting-approval": ("#8e24aa", "hourglass", "s"),
+    "awaiting-approval": ("#8e24aa", "square", "s"),
     "reverted": ("#ef6c00", "circle-x", "X"),
     "pruned": ("#9e9e9e", "x", "x"),
 }

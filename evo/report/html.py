@@ -42,7 +42,7 @@ TEMPLATE = """<!DOCTYPE html>
 <section class="card" id="lineage" data-needs="tree" data-empty="no versions">
   <h2>Lineage</h2>
   <p class="legend"><span style="color:#2e7d32">● promoted</span><span style="color:#1565c0">● frontier</span>
-  <span style="color:#8e24aa">⧗ awaiting approval</span><span style="color:#ef6c00">⊗ reverted</span>
+  <span style="color:#8e24aa">■ awaiting approval</span><span style="color:#ef6c00">⊗ reverted</span>
   <span style="color:#9e9e9e">✕ pruned</span><span style="color:#f9a825">◯ ring, thick edge: promoted path</span>
   <span style="color:#6a1b9a">- - merge (second parent)</span> · click a node or a row for its details</p>
   <div id="tree" class="plot"></div>

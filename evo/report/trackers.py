@@ -190,8 +190,8 @@ def _log(run: RunLog, backends: dict, *, base: Path, default_dirs: dict, progres
     writers = {"wandb": _to_wandb, "tensorboard": _to_tensorboard, "trackio": _to_trackio}
     out = {}
     for i, (name, conf) in enumerate(backends.items()):
-        where = conf.get("dir") or conf.get("log_dir")
-        target = (base / where) if where and not Path(where).is_absolute() else Path(where) if where else default_dirs.get(name)
+        where = conf.get("dir") or conf.get("log_dir")  # relative to the workspace (a version) or the cwd (a run folder)
+        target = (Path(where) if Path(where).is_absolute() else base / where) if where else default_dirs.get(name)
         with contextlib.redirect_stdout(io.StringIO()):  # trackers print banners; library code does not print
             out[name] = writers[name](run, conf, target)
         if progress:
