@@ -5,7 +5,11 @@ allowed_tools, cli_path. The session runs with `cwd` = the worktree, project
 settings only (`setting_sources=["project"]`: the workspace's CLAUDE.md, not
 the user's), the allowed tools and nothing else (`permission_mode="dontAsk"`
 refuses anything not pre-approved), and a PreToolUse hook that denies git
-writes and any path outside the worktree (`evo.agent.toolpolicy`). Tokens and
+writes and any path outside the worktree (`evo.agent.toolpolicy`). The CLI
+itself — which runs the tools — starts in the agent's jail (`evo.agent.jail`:
+the worktree writable, the workspace read-only, nothing else of the host, only
+the environment `agent.env` names), so a tool call the hook let through still
+cannot reach past it. Tokens and
 cost come from the final ResultMessage. The SDK is an optional extra, imported
 only when this backend runs.
 """
@@ -13,9 +17,11 @@ only when this backend runs.
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 from evo.agent.base import AgentContext, Proposal, zero_usage
+from evo.agent.jail import agent_env, jailed_cli
 from evo.agent.manifest import clear_manifest, read_manifest
 from evo.agent.prompts import render_prompt
 from evo.agent.toolpolicy import deny_reason
@@ -56,7 +62,7 @@ class ClaudeAgent:
         self.config = dict(settings.get("agent", {}).get("claude", {}))
         self.last_usage = zero_usage()
 
-    def _options(self, sdk, worktree: Path, denied: list[str], stderr: list[str]):
+    def _options(self, sdk, worktree: Path, denied: list[str], stderr: list[str], ctx=None):
         async def pre_tool_use(input_data, tool_use_id, context):
             tool = input_data.get("tool_name", "")
             reason = deny_reason(tool, input_data.get("tool_input") or {}, worktree)
@@ -67,6 +73,9 @@ class ClaudeAgent:
                                            "permissionDecisionReason": reason}}
 
         tools = list(self.config.get("allowed_tools") or [])
+        cli = self.config.get("cli_path") or shutil.which("claude")
+        if cli and ctx is not None:  # the CLI runs the tools: it is what the jail confines
+            cli = str(jailed_cli(cli, ctx, self.settings, worktree / ".evo" / "jail"))
         return sdk.ClaudeAgentOptions(
             cwd=str(worktree),
             setting_sources=["project"],
@@ -76,7 +85,8 @@ class ClaudeAgent:
             max_turns=self.config.get("max_turns"),
             max_budget_usd=self.config.get("max_budget_usd"),
             model=self.config.get("model"),
-            cli_path=self.config.get("cli_path"),
+            cli_path=cli,
+            env=agent_env(ctx, self.settings) if ctx is not None else {},
             system_prompt={"type": "preset", "preset": "claude_code", "append": SYSTEM_APPEND},
             hooks={"PreToolUse": [sdk.HookMatcher(matcher=None, hooks=[pre_tool_use])]},
             stderr=lambda line: stderr.append(line),
@@ -97,7 +107,7 @@ class ClaudeAgent:
         denied: list[str] = []
         stderr: list[str] = []
         self.last_usage = zero_usage()
-        options = self._options(sdk, worktree, denied, stderr)
+        options = self._options(sdk, worktree, denied, stderr, ctx)
         try:
             result = asyncio.run(self._session(sdk, prompt, options))
         except sdk.ClaudeSDKError as exc:

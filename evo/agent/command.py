@@ -10,22 +10,24 @@
 The agent edits files in its working directory (the candidate's worktree) and
 writes the manifest to `.evo/manifest.json`. It may report what it cost in
 `.evo/usage.json` (`{"input_tokens", "output_tokens", "cost_usd", "turns"}`).
-Its environment carries EVO_WORKTREE, EVO_VERSION, EVO_PARENT, EVO_PHASE and
+It runs confined (`evo.agent.jail`): its worktree writable, the workspace
+read-only, nothing else of the host, only the environment variables
+`agent.env` names plus EVO_WORKTREE, EVO_VERSION, EVO_PARENT, EVO_PHASE and
 EVO_MANIFEST. A non-zero exit, a timeout or a missing manifest is a one-line
 AgentError. Such a CLI is not hooked the way the claude backend is; the
-candidate guard still checks its diff.
+candidate guard still checks its diff, and the loop checks nothing outside the
+worktree changed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
 from pathlib import Path
 
+from evo.agent import jail
 from evo.agent.base import AgentContext, Proposal, zero_usage
-from evo.agent.manifest import MANIFEST_RELPATH, USAGE_RELPATH, clear_manifest, read_manifest
+from evo.agent.manifest import USAGE_RELPATH, clear_manifest, read_manifest
 from evo.agent.prompts import render_prompt
 from evo.errors import AgentError
 
@@ -65,17 +67,8 @@ class CommandAgent:
         prompt = render_prompt(ctx)
         clear_manifest(worktree)
         (worktree / USAGE_RELPATH).unlink(missing_ok=True)
-        env = {**os.environ, "EVO_WORKTREE": str(worktree), "EVO_VERSION": ctx.version, "EVO_PARENT": ctx.parent,
-               "EVO_PHASE": ctx.phase, "EVO_MANIFEST": str(worktree / MANIFEST_RELPATH)}
         self.last_usage = zero_usage()
-        try:
-            done = subprocess.run(self.argv, input=prompt, cwd=worktree, env=env, capture_output=True, text=True,
-                                  timeout=self.timeout_s)
-        except FileNotFoundError:
-            raise AgentError(f"agent command {self.argv[0]!r} not found; check evo.yaml agent.command") from None
-        except subprocess.TimeoutExpired:
-            raise AgentError(f"agent command {self.argv[0]!r} ran past agent.timeout_s = {self.timeout_s} s; "
-                             "raise it in evo.yaml or give the agent a smaller task") from None
+        done = jail.run(self.argv, ctx, self.settings, input_text=prompt, timeout_s=self.timeout_s)
         self.last_usage = self._read_usage(worktree)
         if done.returncode != 0:
             last = next((line.strip() for line in reversed((done.stderr or done.stdout or "").splitlines()) if line.strip()), "")

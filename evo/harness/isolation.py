@@ -83,8 +83,9 @@ def _jail(files: list[AnalyzerFile], job: dict):
     readable |= {str(f.path.resolve().parent) for f in files}
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "TMPDIR": "/tmp",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "MPLCONFIGDIR": "/tmp"}
-    return confine.Jail(read_only=tuple(sorted(readable)), python=True, site_packages=True, network=False,
-                        env=env, cwd="/tmp", tmp_mb=256)
+    data = Path(__file__).resolve().parents[1] / "data" / "domains"  # task splits: no analyzer needs the answers
+    return confine.Jail(read_only=tuple(sorted(readable)), hidden=(str(data),), python=True, site_packages=True,
+                        network=False, env=env, cwd="/tmp", tmp_mb=256)
 
 
 def _start(files: list[AnalyzerFile], job: dict) -> tuple[subprocess.Popen, bool]:

@@ -125,6 +125,31 @@ class CheckoutMixin:
         """Uncommitted paths of the root checkout (ignored files such as `.evo/` excluded)."""
         return gitio.dirty_paths(self.repo.git)
 
+    def checkout_state(self) -> dict:
+        """What an agent must not change outside its worktree: every ref (notes included) and main's tree.
+
+        `refs`: refname -> object id; `dirty`: uncommitted paths of the root checkout.
+        """
+        refs = {name: obj for name, obj, _ in gitio.for_each_ref(self.repo)}
+        try:
+            refs["HEAD"] = gitio.rev(self.repo.git, "HEAD")
+        except git.GitCommandError:
+            refs["HEAD"] = ""
+        return {"refs": refs, "dirty": gitio.dirty_paths(self.repo.git)}
+
+    def restore_main_paths(self, paths: list[str]) -> None:
+        """Put `paths` of the root checkout back as main's HEAD has them (untracked ones removed)."""
+        g = self.repo.git
+        tracked = set(g.ls_files("--", *paths).splitlines()) if paths else set()
+        if tracked:
+            g.checkout("HEAD", "--", *sorted(tracked))
+        for rel in set(paths) - tracked:
+            target = self.root / rel
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                target.unlink(missing_ok=True)
+
     def require_clean_main(self, action: str) -> git.Git:
         g = self._main_git(action)
         dirty = gitio.dirty_paths(g)

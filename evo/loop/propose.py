@@ -15,6 +15,7 @@ from pathlib import Path
 from evo.errors import AgentError
 from evo.loop import gate as gating
 from evo.loop import runs as R
+from evo.loop import tamper
 from evo.loop import versions as V
 from evo.loop.journal import fault_point
 from evo.loop.report import StepReport, describe
@@ -59,9 +60,21 @@ class ProposalPhases:
         recipe_before = parent_recipe
         seen: dict[str, str] = {}  # path -> content digest after the previous proposal
         violation = None
+        trusted = agent.name == "heuristic"  # the shipped offline agent; every other backend is checked
+        before = None if trusted else tamper.snapshot(self.lineage, self.root, self.settings, parent)
         for attempt in range(2):
             self.say(f"agent ({agent.name}): {ctx.phase}")
             proposal = agent.propose(ctx)
+            if before is not None:
+                outside, main_paths = tamper.changes(self.lineage, self.root, self.settings, before)
+                if outside:
+                    self.lineage.restore_main_paths(main_paths)
+                    if proposal is not None:
+                        manifests.append(proposal.manifest)
+                    elif not manifests:
+                        manifests.append(_tampering_manifest(outside))
+                    violation = "candidate rejected: the agent changed what lies outside its worktree: " + "; ".join(outside)
+                    break
             if proposal is None:
                 break
             for key in usage:
@@ -70,6 +83,8 @@ class ProposalPhases:
             changed = [p for p in self.lineage.worktree_changes(version)
                        if _digest(Path(worktree) / p) != seen.get(p)]
             recipe_text = (Path(worktree) / "recipe.yaml").read_text()
+            if attempt == 1 and not changed and proposal.manifest.get("kind") != "continue":
+                break  # asked again after its harness revision, the agent changed nothing more: it proposes nothing
             manifests.append(proposal.manifest)
             try:
                 check_candidate(changed, proposal.manifest, recipe_before, recipe_text, self.settings)
@@ -200,6 +215,17 @@ class ProposalPhases:
         finally:
             self.lineage.discard_version(version)
             shutil.rmtree(artifact_dir(self.root, self.settings, version), ignore_errors=True)
+
+
+def _tampering_manifest(outside: list[str]) -> dict:
+    """What is recorded for an agent that proposed nothing but changed the workspace: the attempt itself."""
+    from evo.agent.manifest import normalize_manifest
+
+    return normalize_manifest({
+        "kind": "harness", "factor": "workspace", "change": "changed files outside its worktree",
+        "hypothesis": "(none: the agent wrote outside its worktree) " + "; ".join(outside)[:500],
+        "evidence": {"findings": [], "metrics": {}}, "predicted_effect": "none", "expected_cost": "none",
+    }, source="loop manifest")
 
 
 def _digest(path: Path) -> str:

@@ -24,7 +24,6 @@ seeds. It is read from the recorded Avg@k of those runs, never from files.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evo.harness import stats
+from evo.lineage.fsck_content import sha256_of
 from evo.settings import artifact_dir, artifact_root
 
 REPLICATES = "replicates"
@@ -196,14 +196,6 @@ def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path]) 
                 what = "is missing" if actual is None else f"has sha256 {actual[:12]}, not the recorded {expected[:12]}"
                 problems.append(f"{run}/{name} {what}: the evidence changed after it was recorded (tampering?)")
     return problems
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def clone_run(source: Path, target: Path) -> None:

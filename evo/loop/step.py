@@ -74,6 +74,9 @@ class StepRunner(ProposalPhases):
                 if not self.dry_run:
                     gating.check_budgets(records, self.settings)
                 self.lineage.require_clean_main("`evo step`")
+                from evo.lineage.fsck import require_consistent
+
+                require_consistent(self.root, self.settings)  # refs, notes, worktrees, the head's evidence
                 head = V.promoted_head(records)
                 if not V.is_evaluated(self.root, self.settings, head):
                     if records[head].last("evaluated") is not None:

@@ -42,13 +42,19 @@ def repo_worktree(worktree):
 
 
 @pytest.fixture
-def fake_cli(tmp_path, monkeypatch):
-    """Returns (cli_path, run(actions, **script) -> log entries)."""
+def fake_cli(tmp_path, worktree, monkeypatch):
+    """Returns (cli_path, run(actions, **script) -> log entries).
+
+    The CLI runs in the agent's jail: it sees the worktree writable (so its log
+    goes there), the workspace read-only, and the fake's own folder because
+    `_settings` lists it in agent.sandbox.read_only.
+    """
     cli = tmp_path / "bin" / "claude"
     cli.parent.mkdir()
     cli.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_CLI} \"$@\"\n")
     cli.chmod(0o755)
-    log = tmp_path / "fake_cli_log.jsonl"
+    (worktree / ".evo").mkdir(exist_ok=True)
+    log = worktree / ".evo" / "fake_cli_log.jsonl"
 
     def script(actions, **extra):
         path = tmp_path / "script.json"
@@ -63,7 +69,9 @@ def fake_cli(tmp_path, monkeypatch):
 
 def _settings(cli, **claude):
     return normalize_settings({"domain": "arithmetic", "model": "builtin:tiny-char",
-                               "agent": {"backend": "claude", "claude": {"cli_path": str(cli), "max_turns": 7, **claude}}})
+                               "agent": {"backend": "claude", "env": ["FAKE_CLAUDE_SCRIPT"],
+                                         "sandbox": {"read_only": [str(FAKE_CLI.parent)]},
+                                         "claude": {"cli_path": str(cli), "max_turns": 7, **claude}}})
 
 
 def test_edits_the_worktree_records_usage_and_denies_forbidden_actions(fake_cli, repo_worktree, make_ctx, kit, tmp_path):
@@ -125,7 +133,7 @@ def test_none_manifest_means_no_intervention(fake_cli, worktree, make_ctx, kit):
 
 def test_missing_manifest_is_an_agent_error(fake_cli, worktree, make_ctx, kit):
     cli, script, _ = fake_cli
-    (worktree / ".evo").mkdir()
+    (worktree / ".evo").mkdir(exist_ok=True)
     (worktree / ".evo" / "manifest.json").write_text(json.dumps(MANIFEST))  # stale, from an earlier attempt
     script([{"tool": "Read", "input": {"file_path": "recipe.yaml"}}])
     with pytest.raises(AgentError, match="without writing .evo/manifest.json"):

@@ -46,9 +46,11 @@ pathlib.Path(".evo/manifest.json").write_text(json.dumps({
 
 
 def _noop_agent(root, tmp_path, key):
-    script = tmp_path / f"noop-{key}.py"
+    script = tmp_path / "agent" / f"noop-{key}.py"
+    script.parent.mkdir(exist_ok=True)
     script.write_text(NOOP_AGENT)
-    patch_settings(root, {"agent": {"backend": "command", "command": f"{sys.executable} {script} {key}"}})
+    patch_settings(root, {"agent": {"backend": "command", "command": f"{sys.executable} {script} {key}",
+                                    "sandbox": {"read_only": [str(script.parent)]}}})
 
 
 def _judged(root, version):

@@ -130,9 +130,11 @@ pathlib.Path(".evo/manifest.json").write_text(json.dumps({
 @pytest.mark.parametrize("target,allowed", [("evo.yaml", False), ("analyzers/avg_at_k.py", True)])
 def test_command_agent_candidates_are_guarded(stepped, tmp_path, target, allowed):
     root = copy_workspace(stepped["root"], tmp_path / "ws")
-    script = tmp_path / "agent.py"
+    script = tmp_path / "agent" / "agent.py"
+    script.parent.mkdir()
     script.write_text(AGENT_SCRIPT)
-    patch_settings(root, {"agent": {"backend": "command", "command": f"{sys.executable} {script} {target}"}})
+    patch_settings(root, {"agent": {"backend": "command", "command": f"{sys.executable} {script} {target}",
+                                    "sandbox": {"read_only": [str(script.parent)]}}})
     data = evo_json("step", "-C", root, "--dry-run")
     if allowed:
         assert "would be rejected" not in data["message"] and data["intervention"].startswith("[harness] analyzers/avg_at_k.py")
