@@ -61,7 +61,9 @@ def _streak(lineage, name):
     count = 0
     while name in lineage:
         s = lineage[name]
-        if (s.get("intervention") or {}).get("kind") != "continue" or s.get("outcome") != "improvement":
+        intervention = s.get("intervention")
+        kind = intervention.get("kind") if isinstance(intervention, dict) else None  # a merge records a label
+        if kind != "continue" or s.get("outcome") != "improvement":
             break
         count += 1
         name = (s.get("parents") or [None])[0]

@@ -137,6 +137,19 @@ class CheckoutMixin:
             refs["HEAD"] = ""
         return {"refs": refs, "dirty": gitio.dirty_paths(self.repo.git)}
 
+    def main_edits(self, records: dict | None = None) -> dict | None:
+        """A person's commits on main to the version-owned files since the head's promotion (see fsck_content)."""
+        from evo.lineage.fsck_content import main_edits
+
+        return main_edits(self.repo, records if records is not None else self.read_all(), self._refs())
+
+    def main_file(self, path: str) -> str | None:
+        """Text of `path` in main's HEAD (None when main has no such file)."""
+        try:
+            return self.repo.git.show(f"{MAIN}:{path}", strip_newline_in_stdout=False)
+        except git.GitCommandError:
+            return None
+
     def restore_main_paths(self, paths: list[str]) -> None:
         """Put `paths` of the root checkout back as main's HEAD has them (untracked ones removed)."""
         g = self.repo.git

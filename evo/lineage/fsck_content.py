@@ -109,19 +109,35 @@ def check_main(c: "_Checker") -> None:
     uncommitted_memory(c)
     if any(p.kind in REF_KINDS for p in c.problems):
         return  # which version main should reflect is unknown until the refs are repaired
-    head = Lineage.promoted_head(c.records)
-    if head is None or head.name not in c.refs["tag"]:
-        return
-    head_commit = c.refs["branch"].get(head.name) or head.commit
-    if not head_commit or not gitio.is_commit(c.repo, head_commit):
-        return
-    ours = _tree(c.repo, MAIN)
-    theirs = _tree(c.repo, head_commit)
+    edits = main_edits(c.repo, c.records, c.refs)
+    if edits:
+        head, (sha, subject) = edits["head"], edits["commits"][0]
+        c.add("main-edited", head, f"main's {', '.join(edits['paths'][:3])} changed after "
+              f"{head}'s promotion by commit {sha[:12]} ({subject!r}), which no version records",
+              f"run `evo step`: it trains the edit as a version of its own (a human intervention, judged like any "
+              f"other), or undo it with `git revert {sha[:12]}`")
+
+
+def main_edits(repo: git.Repo, records: dict, refs: dict) -> dict | None:
+    """Commits someone other than evo made on main to the version-owned files since the head's promotion.
+
+    Returns {"head": name, "paths": [changed by those commits, still differing from the head],
+    "commits": [(sha, subject), oldest first]}, or None when main's files are the head's
+    but for evo's own commits (skill evidence, records).
+    """
+    head = Lineage.promoted_head(records)
+    if head is None or head.name not in refs["tag"]:
+        return None
+    head_commit = refs["branch"].get(head.name) or head.commit
+    if not head_commit or not gitio.is_commit(repo, head_commit):
+        return None
+    ours = _tree(repo, MAIN)
+    theirs = _tree(repo, head_commit)
     differ = sorted(p for p in set(ours) | set(theirs) if ours.get(p) != theirs.get(p))
     if not differ:
-        return
-    since = c.refs["tag"][head.name]
-    log = c.repo.git.log("--first-parent", "--format=%H%x00%s%x00%b%x1e", f"{since}..{MAIN}", "--", *differ)
+        return None
+    since = refs["tag"][head.name]
+    log = repo.git.log("--first-parent", "--format=%H%x00%s%x00%b%x1e", f"{since}..{MAIN}", "--", *differ)
     foreign = []
     for entry in log.split("\x1e"):
         if not entry.strip():
@@ -130,16 +146,16 @@ def check_main(c: "_Checker") -> None:
         if subject.startswith(ORCHESTRATOR_SUBJECT) or gitio.TRAILER_PROMOTED in body or gitio.TRAILER_REVERTED in body:
             continue
         foreign.append((sha, subject))
-    if foreign:
-        sha, subject = foreign[-1]  # the oldest: log lists newest first
+    if not foreign:
+        return None
+    foreign.reverse()  # log lists newest first
+    touched = set()
+    for sha, _ in foreign:
         try:
-            touched = c.repo.git.diff("--name-only", f"{sha}^1", sha, "--", *differ).split()
+            touched |= set(repo.git.diff("--name-only", f"{sha}^1", sha, "--", *differ).split())
         except git.GitCommandError:
-            touched = []
-        c.add("main-edited", head.name, f"main's {', '.join(touched[:3]) or ', '.join(differ[:3])} changed after "
-              f"{head.name}'s promotion by commit {sha[:12]} ({subject!r}), which no version records",
-              f"propose the change as a version (the next `evo step` trains from {head.name}'s files), "
-              f"or undo it with `git revert {sha[:12]}`")
+            pass
+    return {"head": head.name, "paths": sorted(touched & set(differ)) or differ, "commits": foreign}
 
 
 def uncommitted_memory(c: "_Checker") -> None:

@@ -35,7 +35,7 @@ class ProposalPhases:
     Needs `root`, `settings`, `lineage`, `say`, `agent_backend`, `_diagnose_parent` and `_diagnosis_ref`.
     """
 
-    def _propose(self, version: str, parent: str, parent_recipe: dict, diag_ref: dict) -> dict:
+    def _propose(self, version: str, parent: str, parent_recipe: dict, diag_ref: dict, human: dict | None = None) -> dict:
         from evo.agent import AgentContext, get_agent, zero_usage
         from evo.agent.guard import check_candidate
         from evo.agent.memory import Memory
@@ -43,6 +43,8 @@ class ProposalPhases:
 
         worktree = self.lineage.create_version(version, [parent])
         self.lineage.reset_worktree(version)  # a killed propose may have left half an edit
+        if human:
+            return self._human_proposal(version, parent, parent_recipe, Path(worktree), human)
         records = self.lineage.read_all()
         diagnosis = json.loads(Path(diag_ref["path"]).read_text())
         last = V.last_transition(records)
@@ -102,6 +104,56 @@ class ProposalPhases:
         if not manifests:
             return self._plateau_or_measure(version, parent, parent_recipe, records, diagnosis, usage)
         return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
+
+    def _human_proposal(self, version: str, parent: str, parent_recipe: dict, worktree: Path, human: dict) -> dict:
+        """A person's commits on main, taken as this step's candidate: judged like any agent's, same guard.
+
+        The files the commits changed are copied from main into the version's
+        worktree; the manifest says whose change it is and quotes the commits.
+        """
+        from evo.agent import zero_usage
+        from evo.agent.guard import check_candidate
+        from evo.agent.manifest import normalize_manifest
+        from evo.agent.recipe_diff import common_factor, format_change, leaf_diff
+
+        for rel in human["paths"]:
+            text = self.lineage.main_file(rel)
+            target = worktree / rel
+            if text is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+        changed = self.lineage.worktree_changes(version)
+        recipe_text = (worktree / "recipe.yaml").read_text()
+        violation, diff = None, {}
+        try:
+            diff = leaf_diff(parent_recipe, parse_recipe(recipe_text, source="recipe.yaml on main"))
+        except Exception as exc:  # noqa: BLE001 - an invalid edit is the guard's to word
+            violation = f"candidate rejected: your edit's recipe is invalid: {exc}"
+        files = [p for p in changed if p != "recipe.yaml" and not p.startswith(("memory/", "skills/"))]
+        if diff:
+            factor = common_factor(list(diff)) or sorted(diff)[0]  # two factors: the guard names the second
+            kind = "harness" if factor.startswith("eval.") else "policy"
+            change = format_change(diff)
+        else:
+            factor = files[0] if len(files) == 1 else (files[0].split("/")[0] if files else "recipe.yaml")
+            kind, change = "harness", f"edited {', '.join(files) or 'nothing'}"
+        commits = "; ".join(f"{sha[:12]} {subject!r}" for sha, subject in human["commits"])
+        manifest = normalize_manifest({
+            "kind": kind, "factor": factor, "change": change,
+            "hypothesis": f"A person's edit on main since {parent}'s promotion ({commits}).",
+            "evidence": {"findings": [], "metrics": {}},
+            "predicted_effect": "as its author intends; judged against the counterfactual control like any candidate",
+            "expected_cost": "the parent's training budget under the edited recipe",
+        }, source="your edit on main")
+        if violation is None:
+            try:
+                check_candidate(changed, manifest, parent_recipe, recipe_text, self.settings)
+            except AgentError as exc:
+                violation = str(exc)
+        return {"status": "proposed", "manifests": [manifest], "usage": zero_usage(), "agent": "human",
+                "violation": violation}
 
     def _plateau_or_measure(self, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,
                             usage: dict) -> dict:
@@ -188,13 +240,13 @@ class ProposalPhases:
                           intervention="(none: the baseline must be trained first)",
                           message=f"the next step would first train baseline {head}")
 
-    def _dry_run(self, head: str) -> StepReport:
+    def _dry_run(self, head: str, human: dict | None = None) -> StepReport:
         """Diagnose and propose in a throw-away candidate, estimate its cost, discard it."""
         version = self.lineage.next_version()
         parent_recipe = V.recipe_of(self.lineage, head)
         diag = self._diagnosis_ref(head, parent_recipe)
         try:
-            proposal = self._propose(version, head, parent_recipe, diag)
+            proposal = self._propose(version, head, parent_recipe, diag, human)
             report = StepReport(status="dry-run", version=version, parents=[head])
             if proposal["status"] == "nothing":
                 report.message = proposal["reason"]

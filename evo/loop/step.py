@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from evo.errors import WorkspaceError
+from evo.errors import VersionError, WorkspaceError
 from evo.loop import gate as gating
 from evo.loop import runs as R
 from evo.loop import versions as V
@@ -76,7 +76,8 @@ class StepRunner(ProposalPhases):
                 self.lineage.require_clean_main("`evo step`")
                 from evo.lineage.fsck import require_consistent
 
-                require_consistent(self.root, self.settings)  # refs, notes, worktrees, the head's evidence
+                human = self.lineage.main_edits(records)  # a person's commits on main: this step's candidate
+                require_consistent(self.root, self.settings, ignore=("main-edited",) if human else ())
                 head = V.promoted_head(records)
                 if not V.is_evaluated(self.root, self.settings, head):
                     if records[head].last("evaluated") is not None:
@@ -90,9 +91,12 @@ class StepRunner(ProposalPhases):
                     if bootstrapped["status"] != "done":
                         return self._waiting_report(head, bootstrapped)
                 if self.dry_run:
-                    return self._dry_run(head)
+                    return self._dry_run(head, human)
                 journal = Journal.start(self.root, self.lineage.next_version(), [head])
-                self.say(f"step {journal.version} from {head}")
+                if human:
+                    journal.data["human"] = human
+                    journal.save()
+                self.say(f"step {journal.version} from {head}" + (" (your edit on main)" if human else ""))
             else:
                 self.say(f"resuming {journal.version} at phase {journal.data['phase']}")
             report = self._transition(journal)
@@ -172,7 +176,8 @@ class StepRunner(ProposalPhases):
 
         diag = self._phase(journal, "diagnose", lambda: self._diagnosis_ref(parent, parent_recipe))
 
-        proposal = self._phase(journal, "propose", lambda: self._propose(version, parent, parent_recipe, diag))
+        human = journal.data.get("human")
+        proposal = self._phase(journal, "propose", lambda: self._propose(version, parent, parent_recipe, diag, human))
         if proposal["status"] == "nothing":
             self.lineage.discard_version(version)
             journal.abandon()
@@ -477,6 +482,20 @@ class StepRunner(ProposalPhases):
         fault_point("record", "mid")  # memory written, not committed
         # A resumed record finds its files already written (nothing "changed"): commit what is still dirty.
         paths |= {p for p in self.lineage.dirty_paths() if p.startswith(("memory/", "skills/"))}
+        human = journal.data.get("human")
+        if human and self.lineage.record(version).last("promoted") is None:
+            # A person's edit that was not promoted lives on in its version's branch; main is the head's again.
+            for rel in human["paths"]:
+                try:
+                    text = self.lineage.file_at(journal.parents[0], rel)
+                except VersionError:
+                    (self.root / rel).unlink(missing_ok=True)
+                    continue
+                (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (self.root / rel).write_text(text, encoding="utf-8")
+            paths |= set(human["paths"])
         paths = sorted(paths)
-        sha = self.lineage.commit_main(f"evo: record {version}", paths) if paths else None
+        message = f"evo: record {version}" + (f"; your edit on main is kept as {version}, main's files are "
+                                               f"{journal.parents[0]}'s again" if human and paths else "")
+        sha = self.lineage.commit_main(message, paths) if paths else None
         return {"commit": sha, "paths": paths}

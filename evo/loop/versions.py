@@ -18,6 +18,12 @@ BASE = "base"  # artifact folder of the untrained base model's evaluation (v0's 
 LINK_FILE = "link.json"  # a harness-only version's pointer to the checkpoint it reuses
 
 
+def intervention_kind(created: dict | None) -> str | None:
+    """policy | harness | continue of a `created` event's manifest; None for v0 and `evo merge` (a label)."""
+    intervention = (created or {}).get("intervention")
+    return intervention.get("kind") if isinstance(intervention, dict) else None
+
+
 def promoted_head(records: dict) -> str:
     """The name of the version main reflects (latest promotion not reverted)."""
     from evo.lineage import Lineage
@@ -44,7 +50,7 @@ def last_transition(records: dict) -> dict | None:
     verdict: the reflection it called for happened, so it calls for no other.
     """
     def kind(rec) -> str | None:
-        return ((rec.last("created") or {}).get("intervention") or {}).get("kind")
+        return intervention_kind(rec.last("created"))
 
     candidates = [rec for rec in records.values()
                   if rec.name != "v0" and rec.last("judged") is not None and kind(rec) != "harness"]
@@ -61,8 +67,7 @@ def policy_source(records: dict, name: str) -> list[str]:
     chain = [name]
     while True:
         rec = records.get(chain[-1])
-        intervention = ((rec.last("created") or {}).get("intervention") or {}) if rec is not None else {}
-        if rec is None or not rec.parents or intervention.get("kind") != "harness" or rec.last("trained"):
+        if rec is None or not rec.parents or intervention_kind(rec.last("created")) != "harness" or rec.last("trained"):
             return chain
         chain.append(rec.parents[0])
 
@@ -90,7 +95,7 @@ def continuations(records: dict, name: str) -> list[dict]:
         created = rec.last("created") or {}
         judged = rec.last("judged") or {}
         if list(rec.parents)[:1] and rec.parents[0] in sharing and judged \
-                and (created.get("intervention") or {}).get("kind") == "continue":
+                and intervention_kind(created) == "continue":
             figure = judged.get("progress") or judged
             out.append({"via": rec.name, "steps": None, "time": judged["time"], **_figure_fields(figure)})
     return sorted(out, key=lambda c: c["time"])
@@ -108,8 +113,7 @@ def is_confounded(rec) -> bool:
         return False
     if judged.get("schema", 1) >= 2:
         return bool(judged.get("confounded"))
-    kind = ((rec.last("created") or {}).get("intervention") or {}).get("kind")
-    return bool(rec.parents) and kind != "harness"
+    return bool(rec.parents) and intervention_kind(rec.last("created")) != "harness"
 
 
 def _figure_fields(figure: dict) -> dict:
@@ -164,7 +168,7 @@ def diagnosis_inputs(lineage, records: dict, root: Path, settings: dict, version
     parent = parents[0] if parents else (BASE if version != BASE else None)
     head = promoted_head(records) if any(r.state == "promoted" for r in records.values()) else None
     created = (rec.last("created") if rec is not None else None) or {}
-    declared = bool(created.get("harness_revision")) or (created.get("intervention") or {}).get("kind") == "harness"
+    declared = bool(created.get("harness_revision")) or intervention_kind(created) == "harness"
 
     def evaluated(name: str | None) -> Path | None:
         folder = artifact_dir(root, settings, name) if name else None
