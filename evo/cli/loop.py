@@ -14,6 +14,29 @@ def _print_report(report) -> None:
     click.echo(report.summary_block())
 
 
+def _track(workspace, report) -> None:
+    """Log a judged version to the experiment trackers evo.yaml configures (`logging:`); a failure is a warning.
+
+    Done here, after the step, not inside it: the step's record is already
+    written, and a tracker being down must never undo or block it.
+    """
+    if report.status != "done" or not report.version:
+        return
+    from evo.errors import EvoError
+    from evo.lineage.store import find_workspace_root
+    from evo.report.trackers import log_version
+    from evo.settings import load_settings
+
+    root = find_workspace_root(workspace) or workspace
+    try:
+        where = log_version(root, load_settings(root), report.version, fields={"decision": report.decision})
+    except (EvoError, OSError) as exc:
+        click.echo(f"warning: {report.version} was not logged to the trackers: {exc}", err=True)
+        return
+    for backend, place in where.items():
+        report.message = (report.message + "; " if report.message else "") + f"logged to {backend}: {place}"
+
+
 def _runner(workspace, agent, dry_run, as_json):
     from evo.loop.step import StepRunner
 
@@ -34,6 +57,7 @@ def step_cmd(workspace, agent, dry_run, as_json):
     judge -> decide -> record. A killed step resumes with the next `evo step`.
     """
     report = _runner(workspace, agent, dry_run, as_json).run()
+    _track(workspace, report)
     emit(report.as_dict(), as_json, lambda _data: _print_report(report))
 
 
@@ -53,6 +77,7 @@ def run_cmd(workspace, steps, agent, as_json):
         except BudgetExceeded as exc:
             stopped = str(exc)
             break
+        _track(workspace, report)
         reports.append(report)
         if not as_json:
             _print_report(report)

@@ -297,9 +297,12 @@ class StepRunner(ProposalPhases):
         return True
 
     def _train(self, recipe: dict, out: Path, init, version: str) -> dict:
-        from evo.train.run import train_recipe
+        """One training run, on `run.nproc` data-parallel processes when evo.yaml says so (resumable either way)."""
+        from evo.train.launch import run_training
 
-        res = train_recipe(recipe, out, init_checkpoint=init, version=version, progress=self.progress)
+        run = self.settings["run"]
+        res = run_training(recipe, out, init_checkpoint=init, version=version, progress=self.progress,
+                           nproc=int(run["nproc"]), launcher=run["launcher"])
         return res.summary
 
     def _control(self, version: str, plan: Plan, parent: str, parent_recipe: dict) -> dict:
