@@ -142,12 +142,13 @@ class TorchEngine:
         rows = self._plan(batch, use_ref)
         mb = max(1, int(self.cfg["micro_batch_size"]))
         chunks = [rows[i: i + mb] for i in range(0, len(rows), mb)]
-        # One process, unsharded: the plain path. Otherwise real backwards accumulate and one synced backward
-        # reduces (and, under FSDP, reduce-scatters into the sharded gradients the optimizer steps on).
-        parallel_run = self.ranks.world > 1 or self.fsdp
+        # One process with the plain torch engine: every backward is plain. Otherwise real backwards accumulate
+        # and one zero-valued synced backward reduces them (all-reduce, FSDP's reduce-scatter into the sharded
+        # gradients the optimizer steps on, DeepSpeed's accumulation boundary), whatever the last chunk held.
+        reduce_once = self.ranks.world > 1 or self.fsdp or self.collective_backward
         scale = global_loss_scale(self.ranks.world)
         learns = bool((batch.weights > 0).any())  # does anything enter the loss (on any rank, below)
-        if parallel_run:
+        if reduce_once:
             learns = self.ranks.any(learns)
             if self.collective_backward:  # the same number of backward calls on every rank
                 chunks += [[] for _ in range(self.ranks.all_max(len(chunks)) - len(chunks))]
@@ -172,13 +173,12 @@ class TorchEngine:
                     loss = self._chunk_loss(batch, chunk, c, it, iterations, kl_coef, use_ref, old_cache,
                                             ref_cache, per_traj)
                     if loss.requires_grad:
-                        self._backward(loss * scale if parallel_run else loss,
-                                       sync=not parallel_run and c == len(chunks) - 1)
+                        self._backward(loss * scale if reduce_once else loss, sync=False)
                         any_grad = True
-                    elif parallel_run and self.collective_backward and learns:
+                    elif reduce_once and self.collective_backward and learns:
                         self._backward(self._zero_loss(batch), sync=False)
                     total_loss += float(loss.detach())
-                if parallel_run and learns:  # the one backward that reduces this update's gradients
+                if reduce_once and learns:  # the one backward that reduces this update's gradients
                     self._backward(self._zero_loss(batch), sync=True)
                     any_grad = True
             losses.append(total_loss)
@@ -192,7 +192,7 @@ class TorchEngine:
             if any_grad:  # an all-filtered batch never reaches the optimizer: no parameter moves
                 norms.append(self._step())
                 updated += 1
-        if parallel_run:  # each rank's loss is its share of the batch loss
+        if reduce_once:  # each rank's loss is its share of the batch loss
             losses = self.ranks.all_sum(losses)
         return {
             "loss": sum(losses) / len(losses),
@@ -300,8 +300,8 @@ class DeepSpeedEngine(TorchEngine):
                              "gathers parameters inside every forward, and GRPO ranks run different numbers of "
                              "forwards; use stage 2 (or grpo.engine: torch with grpo.fsdp: true)")
         config["train_batch_size"] = config["train_micro_batch_size_per_gpu"] * self.ranks.world
-        if join_world_of_one(self.ranks):  # one process: not DeepSpeed's MPI discovery
-            os.environ.setdefault("LOCAL_RANK", "0")  # DeepSpeed's engine asserts a launcher set it
+        join_world_of_one(self.ranks)  # one process: a world of one, not DeepSpeed's MPI discovery
+        os.environ.setdefault("LOCAL_RANK", str(self.ranks.local_rank))  # DeepSpeed asserts a launcher set it
         self.ds_engine, optimizer, _, _ = deepspeed.initialize(model=self.model, config=config,
                                                                model_parameters=self.model.parameters())
         return optimizer

@@ -125,6 +125,14 @@ def test_fsdp2_under_an_outside_torchrun_trains_the_same_step(one_rank, tmp_path
         json.loads((one_rank / "eval.json").read_text())["avg_at_k"]
 
 
+def test_fsdp2_in_one_process_shards_over_a_world_of_one(one_rank, tmp_path):
+    """What a one-GPU machine runs: the FSDP2 path (gather, one synced backward, DTensor AdamW, gathered save)."""
+    out = tmp_path / "run"
+    train_recipe(dp_recipe(**{"grpo.fsdp": True}), out, version="v1", progress=False)
+    assert _max_diff(_weights(one_rank), _weights(out)) <= 1e-6
+    assert read_metrics(out / "metrics.jsonl")[0]["reward/mean"] == read_metrics(one_rank / "metrics.jsonl")[0]["reward/mean"]
+
+
 SITECUSTOMIZE = textwrap.dedent('''
     """Test-only fault injection into launched ranks: EVO_TEST_FAULT=raise|kill:<rank>:<step>."""
     import os
