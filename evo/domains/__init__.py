@@ -11,6 +11,8 @@ _DOMAINS = {
     "math": "evo.domains.math:MathEnv",
     "code": "evo.domains.code:CodeEnv",
     "swe": "evo.domains.swe:SweEnv",
+    "calc": "evo.domains.calc:CalcEnv",
+    "patch": "evo.domains.patch:PatchEnv",
 }
 
 

@@ -46,6 +46,17 @@ def split_files(domain: str, train_file: str | None, validation_file: str | None
     return out
 
 
+def write_splits(domain: str, splits: dict[str, list[dict]], folder: Path | None = None) -> dict[str, Path]:
+    """Write generated task rows as `<split>.jsonl` files (by default the shipped ones of `domain`)."""
+    folder = Path(folder or shipped_dir(domain))
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for split, rows in splits.items():
+        paths[split] = folder / f"{split}.jsonl"
+        paths[split].write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return paths
+
+
 def read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
     """(line number, row) for every row of `path`; each must be an object holding the `required` keys."""
     rows = []
