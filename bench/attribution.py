@@ -52,23 +52,6 @@ def train(recipe: dict, out: Path, init=None) -> Path:
     return out
 
 
-def loop_steps(lineage, records) -> int:
-    """GRPO steps the loop trained in all: each version's own run and seed replicates, every control.
-
-    A continue-training version reuses its control's run (`from_control`, replicates with no estimate): no steps.
-    """
-    from evo.loop import versions as V
-
-    total = 0
-    for rec in records.values():
-        for ev in rec.events:
-            if ev["event"] == "control":
-                total += int(ev["steps"])
-            elif (ev["event"] == "trained" and not ev.get("from_control")) or (ev["event"] == "replicated" and ev.get("estimate")):
-                total += int(V.recipe_of(lineage, rec.name)["grpo"]["steps"])
-    return total
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=20, help="A/A seed pairs (>= 20 for the goal)")
@@ -78,6 +61,7 @@ def main() -> None:
 
     from evo.harness.compare import compare_runs
     from evo.lineage import Lineage
+    from evo.loop import gate as gating
     from evo.loop import runs as R
     from evo.loop import versions as V
     from evo.settings import artifact_dir, load_settings
@@ -98,7 +82,7 @@ def main() -> None:
 
     # 1-2. improvements, re-judged against an independent re-training of their counterfactual
     checks = []
-    trained_steps = loop_steps(lineage, records)
+    trained_steps = gating.spent(records)["grpo_steps"]
     for rec in sorted(records.values(), key=lambda r: r.number):
         judged = rec.last("judged")
         if not rec.parents or not judged or judged["outcome"] != "improvement":

@@ -68,7 +68,7 @@ TRAINING_EVENTS = ("trained", "replicated", "control")  # each carries the estim
 
 def spent(records: dict) -> dict:
     """What the workspace has spent so far, from lineage events (controls and seed replicates included)."""
-    steps = gpu_hours = agent_tokens = 0
+    steps = gpu_hours = agent_tokens = grpo_steps = 0
     agent_cost = 0.0
     for rec in records.values():
         for ev in rec.events:
@@ -80,7 +80,9 @@ def spent(records: dict) -> dict:
                 agent_cost += float(usage.get("cost_usd", 0.0) or 0.0)
             elif kind in TRAINING_EVENTS:
                 gpu_hours += float((ev.get("estimate") or {}).get("gpu_hours", 0.0))
-    return {"steps": steps, "gpu_hours": gpu_hours, "agent_tokens": agent_tokens, "agent_cost_usd": agent_cost}
+                grpo_steps += int(ev.get("grpo_steps") or 0)
+    return {"steps": steps, "gpu_hours": gpu_hours, "agent_tokens": agent_tokens, "agent_cost_usd": agent_cost,
+            "grpo_steps": grpo_steps}
 
 
 def check_budgets(records: dict, settings: dict) -> dict:

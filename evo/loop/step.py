@@ -334,7 +334,7 @@ class StepRunner(ProposalPhases):
                 "steps": steps, "seed": seed, "for": version, "run": str(out.relative_to(artifact_root(self.root, self.settings))),
                 "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"],
                 "per_stratum": ev.get("per_stratum", {}), "continuation": continuation,
-                "estimate": gating.estimate(recipe, self.settings).as_dict(),
+                "estimate": gating.estimate(recipe, self.settings).as_dict(), "grpo_steps": steps,
                 "metrics": summary.get("final", {}),
             })
             trained.append(key)
@@ -364,7 +364,10 @@ class StepRunner(ProposalPhases):
         trained = {
             "id": event_id(version, "trained"), "event": "trained", "version": version,
             "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
-            "estimate": gating.estimate(plan.recipe, self.settings).as_dict(), "from_control": from_control,
+            "from_control": from_control,
+            # what this event trained: nothing for a continuation that reuses its control's run
+            "estimate": {} if from_control else gating.estimate(plan.recipe, self.settings).as_dict(),
+            "grpo_steps": 0 if from_control else int(plan.recipe["grpo"]["steps"]),
         }
         if parent is None:  # the baseline: the base model's evaluation it is judged against, hashed too
             trained["baseline_artifacts"] = R.artifact_list(artifact_dir(self.root, self.settings, V.BASE))
@@ -391,6 +394,7 @@ class StepRunner(ProposalPhases):
                 "seed": seed, "run": str(out.relative_to(artifact_root(self.root, self.settings))),
                 "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"], "per_stratum": ev.get("per_stratum", {}),
                 "estimate": {} if plan.kind == "continue" else gating.estimate(recipe, self.settings).as_dict(),
+                "grpo_steps": 0 if plan.kind == "continue" else int(recipe["grpo"]["steps"]),
                 "calibration": seed in plan.calibration,
             })
         return {"seeds": plan.seeds[1:] + plan.calibration}

@@ -3,8 +3,8 @@
 - one step bootstraps v0 and proposes, trains, judges and records v1;
 - a step killed (SIGKILL) at each phase in turn and resumed ends with the same
   lineage as an uninterrupted step: same versions, one note event each;
-- three steps record at least one promotion and one prune, update memory and
-  skill usage, and log every version's outcome class with its interval.
+- three steps record promotions and one decision per judged candidate, update
+  memory and skill usage, and log every version's outcome class with its interval.
 """
 
 from __future__ import annotations
@@ -80,12 +80,16 @@ def test_three_steps_promote_prune_and_remember(stepped, tmp_path):
         assert v["outcome"] in ("improvement", "regression", "mixed", "insufficient"), v
         h = v["headline"]
         assert h["ci_low"] <= h["delta"] <= h["ci_high"], v
-    events = [e["event"] for v in names for e in evo_json("show", "-C", root, v)["events"]]
+    shown = {v: evo_json("show", "-C", root, v) for v in names}
+    events = [e["event"] for v in names for e in shown[v]["events"]]
     assert events.count("promoted") >= 2, "v0 plus at least one promoted candidate"
-    assert events.count("pruned") >= 1
+    for v in names[1:]:  # every judged candidate got exactly one decision, recorded as its state
+        decisions = [e["event"] for e in shown[v]["events"] if e["event"] in ("promoted", "pruned", "kept")]
+        assert len(decisions) == 1 and {"promoted": "promoted", "pruned": "pruned", "kept": "frontier"}[decisions[0]] == \
+            shown[v]["state"], (v, decisions, shown[v]["state"])
     # Notes carry it, not just our JSON: read the raw notes ref with git.
     notes = subprocess.run(["git", "log", "-p", "refs/notes/evo/lineage"], cwd=root, capture_output=True, text=True).stdout
-    assert '"event": "pruned"' in notes or '"event":"pruned"' in notes
+    assert '"event": "judged"' in notes or '"event":"judged"' in notes
     memory = (root / "memory" / "lineage.md").read_text()
     assert "v3" in memory
     rows = evo_json("skills", "list", "-C", root)
