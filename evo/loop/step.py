@@ -296,13 +296,18 @@ class StepRunner(ProposalPhases):
         journal.complete("gate", {"estimate": estimate, "status": status})
         return True
 
-    def _train(self, recipe: dict, out: Path, init, version: str) -> dict:
-        """One training run, on `run.nproc` data-parallel processes when evo.yaml says so (resumable either way)."""
+    def _train(self, recipe: dict, out: Path, init, version: str, parent: str | None) -> dict:
+        """One training run, on `run.nproc` data-parallel processes when evo.yaml says so (resumable either way).
+
+        From a parent's checkpoint the run continues the parent's prompt schedule
+        (`V.schedule_end`): more steps see new prompts, as a longer run would.
+        """
         from evo.train.launch import run_training
 
         run = self.settings["run"]
+        offset = V.schedule_end(self.lineage.read_all(), parent) if parent else 0
         res = run_training(recipe, out, init_checkpoint=init, version=version, progress=self.progress,
-                           nproc=int(run["nproc"]), launcher=run["launcher"])
+                           nproc=int(run["nproc"]), launcher=run["launcher"], step_offset=offset)
         return res.summary
 
     def _control(self, version: str, plan: Plan, parent: str, parent_recipe: dict) -> dict:
@@ -320,7 +325,7 @@ class StepRunner(ProposalPhases):
             out = R.control_dir(self.root, self.settings, parent, key)
             recipe = R.control_recipe(parent_recipe, steps, seed)
             self.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
-            summary = self._train(recipe, out, init, f"{parent}~{key}")
+            summary = self._train(recipe, out, init, f"{parent}~{key}", parent)
             fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
             self._diagnose(parent, parent_recipe, out_dir=out, run_dir=out)
             runs = [R.control_dir(self.root, self.settings, parent, R.control_key(steps, s))
@@ -359,12 +364,13 @@ class StepRunner(ProposalPhases):
             from_control = R.control_key(steps, plan.seeds[0])
         else:
             init = None if parent is None else V.checkpoint_of(self.root, self.settings, parent)
-            summary = self._train(R.with_seed(plan.recipe, plan.seeds[0]), out, init, version)
+            summary = self._train(R.with_seed(plan.recipe, plan.seeds[0]), out, init, version, parent)
             from_control = None
         trained = {
             "id": event_id(version, "trained"), "event": "trained", "version": version,
             "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
             "from_control": from_control,
+            "schedule": {"offset": int(summary.get("step_offset") or 0), "steps": int(summary.get("steps") or 0)},
             # what this event trained: nothing for a continuation that reuses its control's run
             "estimate": {} if from_control else gating.estimate(plan.recipe, self.settings).as_dict(),
             "grpo_steps": 0 if from_control else int(plan.recipe["grpo"]["steps"]),
@@ -387,7 +393,7 @@ class StepRunner(ProposalPhases):
             recipe = R.with_seed(plan.recipe, seed)
             if plan.kind != "continue":
                 self.say(f"replicate: {version} under seed {seed}")
-                self._train(recipe, out, init, version)
+                self._train(recipe, out, init, version, parent)
             ev = R.eval_summary(out)
             self.lineage.append_event(version, {
                 "id": event_id(version, "replicated", f"seed-{seed}"), "event": "replicated", "version": version,

@@ -62,6 +62,21 @@ def last_transition(records: dict) -> dict | None:
     return {**latest.last("judged"), "version": latest.name, "reflected": reflected}
 
 
+def schedule_end(records: dict, name: str) -> int:
+    """Training steps behind `name`'s policy: where a run continuing from its checkpoint starts its schedule.
+
+    The `trained` event of the version whose checkpoint `name` uses records the
+    schedule its run covered; versions trained before schedules were recorded
+    read as 0 (their children replay the first prompts, as they always did).
+    """
+    for source in policy_source(records, name):
+        ev = records[source].last("trained") if source in records else None
+        if ev is not None:
+            schedule = ev.get("schedule") or {}
+            return int(schedule.get("offset") or 0) + int(schedule.get("steps") or 0)
+    return 0
+
+
 def policy_source(records: dict, name: str) -> list[str]:
     """`name` and the ancestors whose policy it shares: a harness-only revision trains nothing."""
     chain = [name]

@@ -45,7 +45,7 @@ DONE, STOPPED, ERROR, LOST = "evo-rank-done", "evo-rank-stopped", "evo-rank-erro
 
 
 def run_training(recipe: dict, out_dir, *, init_checkpoint=None, version: str = "", progress: bool = True,
-                 nproc: int = 1, launcher: str = "torchrun") -> TrainResult:
+                 nproc: int = 1, launcher: str = "torchrun", step_offset: int = 0) -> TrainResult:
     """Train `recipe` into `out_dir` on `nproc` data-parallel ranks (1: in this process); resumable like train_recipe.
 
     Raises TrainError naming the failing rank and its last log line when a rank dies,
@@ -61,10 +61,12 @@ def run_training(recipe: dict, out_dir, *, init_checkpoint=None, version: str = 
         if nproc not in (1, world):
             raise TrainError(f"--nproc {nproc}: this process is already one of {world} launched ranks; "
                              "drop --nproc when running under torchrun or deepspeed")
-        return train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress)
+        return train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress,
+                            step_offset=step_offset)
     if nproc == 1:
-        return train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress)
-    return _launch(recipe, Path(out_dir), init_checkpoint, version, progress, nproc, launcher)
+        return train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress,
+                            step_offset=step_offset)
+    return _launch(recipe, Path(out_dir), init_checkpoint, version, progress, nproc, launcher, step_offset)
 
 
 def _command(launcher: str, nproc: int, spec: Path) -> list[str]:
@@ -100,11 +102,12 @@ def _die_with_parent() -> None:
         pass
 
 
-def _launch(recipe, out: Path, init_checkpoint, version, progress, nproc, launcher) -> TrainResult:
+def _launch(recipe, out: Path, init_checkpoint, version, progress, nproc, launcher, step_offset: int = 0) -> TrainResult:
     logdir = Path(tempfile.mkdtemp(prefix="evo-train-ranks-"))
     spec = logdir / "spec.json"
     spec.write_text(json.dumps({"recipe": recipe, "out_dir": str(out), "init_checkpoint": init_checkpoint,
-                                "version": version, "progress": bool(progress), "logdir": str(logdir)}),
+                                "version": version, "progress": bool(progress), "logdir": str(logdir),
+                                "step_offset": int(step_offset)}),
                     encoding="utf-8")
     stop = logdir / "stop"
     env = {**os.environ, STOP_FILE_ENV: str(stop)}
@@ -222,7 +225,7 @@ def _rank_main(spec_path: str) -> int:
     code = 0
     try:
         train_recipe(spec["recipe"], spec["out_dir"], init_checkpoint=spec["init_checkpoint"],
-                     version=spec["version"], progress=spec["progress"])
+                     version=spec["version"], progress=spec["progress"], step_offset=spec.get("step_offset", 0))
         _mark(DONE)
     except KeyboardInterrupt as exc:
         _mark(STOPPED, str(exc))

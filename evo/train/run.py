@@ -102,11 +102,16 @@ def _existing_run(out: Path, rhash: str):
     return summary, ckpt, state
 
 
-def train_recipe(recipe: dict, out_dir, init_checkpoint=None, version: str = "", progress: bool = True) -> TrainResult:
+def train_recipe(recipe: dict, out_dir, init_checkpoint=None, version: str = "", progress: bool = True,
+                 step_offset: int = 0) -> TrainResult:
     """Train `recipe` (a normalised dict) into `out_dir`; resume or return a finished run.
 
     In one process, or as one rank of a launched run (every rank calls it);
     to start the ranks from here, use `evo.train.launch.run_training`.
+    `step_offset`: where this run sits in a longer schedule. Step s draws the
+    prompts and sampling seeds of schedule step `step_offset + s`, so a run
+    continued from a checkpoint of `step_offset` steps sees new prompts rather
+    than replaying the first ones (the loop passes the steps behind the parent).
     """
     from evo.train.distributed import current
     from evo.train.trainer import Trainer
@@ -121,7 +126,7 @@ def train_recipe(recipe: dict, out_dir, init_checkpoint=None, version: str = "",
     if summary is not None:
         return TrainResult(out, out / "checkpoint", summary)
     runner = Trainer(recipe, out, rhash=rhash, init_checkpoint=init_checkpoint, version=version,
-                     resume_from=ckpt, resume_state=state)
+                     resume_from=ckpt, resume_state=state, step_offset=step_offset)
     flag = _StopFlag()
     steps = int(recipe["grpo"]["steps"])
     every = int(recipe["grpo"]["checkpoint_every"])

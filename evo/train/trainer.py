@@ -42,7 +42,7 @@ def _mean(values) -> float:
 
 class Trainer:
     def __init__(self, recipe: dict, out: Path, *, rhash: str, init_checkpoint=None, version: str = "",
-                 resume_from: Path | None = None, resume_state: dict | None = None):
+                 resume_from: Path | None = None, resume_state: dict | None = None, step_offset: int = 0):
         from evo.domains import get_environment
         from evo.errors import TrainError
         from evo.train.checkpoint import restore_engine
@@ -69,6 +69,7 @@ class Trainer:
         self.train_tasks = self.env.tasks("train")
         self.limits = RolloutLimits.from_recipe(recipe, self.env)
         state = resume_state or {}
+        self.step_offset = int(state.get("step_offset", step_offset))  # a resumed run keeps its schedule
         self.init_source = state.get("init_source") or str(init_checkpoint or recipe["model"]["name"])
         self.init_checkpoint = state.get("init_checkpoint", str(init_checkpoint) if init_checkpoint else None)
         m = recipe["model"]
@@ -125,11 +126,12 @@ class Trainer:
         g = self.recipe["rollout"]
         seed = int(self.recipe["seed"])
         t0 = time.perf_counter()
-        tasks = pick_tasks(self.train_tasks, seed, step, int(g["prompts_per_step"]))
+        schedule = self.step_offset + step  # the prompts and seeds of this step in the longer schedule
+        tasks = pick_tasks(self.train_tasks, seed, schedule, int(g["prompts_per_step"]))
         mine = self.ranks.shard(len(tasks))  # ids of this rank's groups in the whole step
         with self._generating():
             trajs = rollout(self.env, [tasks[i] for i in mine], self.rollout_policy, int(g["num_generations"]),
-                            self.limits, seed=generation_seed(seed, step), group_ids=mine)
+                            self.limits, seed=generation_seed(seed, schedule), group_ids=mine)
         t_gen = time.perf_counter() - t0
 
         for t in trajs:  # a domain that omits a component at an early stop scores it 0
@@ -258,7 +260,7 @@ class Trainer:
 
         info = {"step": int(done_steps), "recipe_hash": self.rhash, "init_source": self.init_source,
                 "init_checkpoint": self.init_checkpoint, "finished": finished, "version": self.version,
-                "totals": dict(self.totals)}
+                "totals": dict(self.totals), "step_offset": self.step_offset}
         folder = save_checkpoint(self.out / "checkpoint", self.policy, self.engine, info)
         if self.ranks.main:
             self._merge_rollouts()
@@ -290,6 +292,7 @@ class Trainer:
             "tokens_trained": int(self.totals["tokens_trained"]),
             "wall_s": round(float(self.totals["wall_s"]), 3),
             "resumed_from_step": self.resumed_from_step,
+            "step_offset": self.step_offset,
             "final": copy.deepcopy(self.last_metrics),
             "eval": ev,
         }

@@ -53,6 +53,10 @@ def _noop_agent(root, tmp_path, key):
                                     "sandbox": {"read_only": [str(script.parent)]}}})
 
 
+def _trained(root, version):
+    return next(e for e in evo_json("show", "-C", root, version)["events"] if e["event"] == "trained")
+
+
 def _judged(root, version):
     return next(e for e in evo_json("show", "-C", root, version)["events"] if e["event"] == "judged")
 
@@ -99,6 +103,10 @@ def test_siblings_share_one_control(noop_ws):
     first = json.loads((noop_ws / ".evo" / "journal" / "done" / "v1.json").read_text())["results"]["control"]
     second = json.loads((noop_ws / ".evo" / "journal" / "done" / "v2.json").read_text())["results"]["control"]
     assert first == {"reused": [], "trained": ["steps10-seed0"]}
+    # The control continues v0's prompt schedule (steps 10..19), as the candidates do: new prompts, not v0's again.
+    control_summary = json.loads((runs[0]).read_text())
+    assert control_summary["step_offset"] == 10
+    assert _trained(noop_ws, "v1")["schedule"] == {"offset": 10, "steps": 10}
     assert second == {"reused": ["steps10-seed0"], "trained": []}
     assert _judged(noop_ws, "v2")["attributed"]["control"] == "steps10-seed0"
     # The control's own comparison with the parent is kept on the parent: what continuing gave.

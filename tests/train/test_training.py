@@ -124,3 +124,19 @@ def test_all_filtered_batch_changes_no_parameter(tiny_model_dir):
     assert stats["loss"] == 0.0 and stats["updates"] == 0
     after = policy.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_a_step_offset_continues_the_prompt_schedule(tmp_path):
+    """Run step s of a run at offset o draws schedule step o + s: a continuation sees new prompts."""
+    from evo.domains import get_environment
+    from evo.train.run import pick_tasks
+
+    recipe = small_recipe(**{"grpo.steps": 1})
+    first = train_recipe(recipe, tmp_path / "a", progress=False)
+    later = train_recipe(recipe, tmp_path / "b", init_checkpoint=first.checkpoint_dir, progress=False, step_offset=7)
+    tasks = get_environment(recipe["domain"]["name"], recipe["domain"]["options"]).tasks("train")
+    drawn = lambda run: set(pq.read_table(run.out_dir / "rollouts.parquet").column("task_id").to_pylist())  # noqa: E731
+    n = int(recipe["rollout"]["prompts_per_step"])
+    assert drawn(first) == {t.id for t in pick_tasks(tasks, recipe["seed"], 0, n)}
+    assert drawn(later) == {t.id for t in pick_tasks(tasks, recipe["seed"], 7, n)} != drawn(first)
+    assert later.summary["step_offset"] == 7
