@@ -35,8 +35,17 @@ def headline_text(headline: dict | None, *, with_metric: bool = True) -> str:
 
 
 def summary(rec) -> dict:
-    """The `evo log` row of a VersionRecord: the intervention as its short label, the events counted."""
-    return {**rec.to_dict(), "intervention": rec.intervention_summary, "events": len(rec.events)}
+    """The `evo log` row of a VersionRecord: the intervention as its short label, the events counted,
+    and both verdict figures: `headline` against `against` (the control, or the parent) and `progress`."""
+    from evo.loop.versions import is_confounded
+
+    judged = rec.last("judged") or {}
+    progress = judged.get("progress") or {}
+    against = (judged.get("attributed") or {}).get("against") or judged.get("baseline")
+    return {**rec.to_dict(), "intervention": rec.intervention_summary, "events": len(rec.events),
+            "against": against, "confounded": is_confounded(rec),
+            "progress": ({"against": progress["against"], "outcome": progress["outcome"], "headline": progress["headline"]}
+                         if progress and progress.get("against") != against else None)}
 
 
 def read_journal(root: Path) -> dict | None:
@@ -225,7 +234,14 @@ def register(group):
             if d["intervention"]:
                 out.print(f"intervention  {d['intervention']}")
             if d["outcome"]:
-                out.print(f"outcome       {d['outcome']}  {headline_text(d['headline'])}")
+                against = f" vs {d['against']}" if d.get("against") else ""
+                click.echo(f"outcome       {d['outcome']}{against}  {headline_text(d['headline'])}")
+            if d.get("progress"):
+                p = d["progress"]
+                click.echo(f"progress      {p['outcome']} vs {p['against']}  {headline_text(p['headline'])}")
+            if d.get("confounded"):
+                out.print("confounded    compared with the parent only: the delta includes the gain of the extra "
+                          "training steps (search.control: none, or judged before attribution)")
             if d["changed_paths"]:
                 out.print("changed       " + ", ".join(d["changed_paths"]))
             out.print("[bold]events[/]")
@@ -379,12 +395,19 @@ def render_log(data: dict) -> None:
         table.add_column(column, no_wrap=True)
     table.add_column("intervention", overflow="ellipsis", no_wrap=True, max_width=32)
     table.add_column("outcome", no_wrap=True)
-    table.add_column("headline, Δ vs parent (interval)", no_wrap=True)
+    table.add_column("headline, Δ (interval) vs", no_wrap=True)
+    table.add_column("progress vs parent", no_wrap=True)
     for r in data["versions"]:
         style = STATE_STYLE.get(r["state"], "")
+        against = r.get("against") or ""
+        shown = headline_text(r["headline"], with_metric=False) + (f" vs {against}" if against and r["headline"] else "")
+        if r.get("confounded"):
+            shown += " (confounded)"
+        p = r.get("progress")
+        progress = f"{p['outcome']} {headline_text(p['headline'], with_metric=False)}" if p else ""
         table.add_row(r["name"], " + ".join(r["parents"]) or "-", f"[{style}]{r['state']}[/]",
-                      r["intervention"] or "", r["outcome"] or "", headline_text(r["headline"], with_metric=False))
+                      r["intervention"] or "", r["outcome"] or "", shown, progress)
     out = console()
     if not out.is_terminal:  # piped: keep rows whole for grep rather than folding them at 80 columns
-        out.width = max(out.width, 160)
+        out.width = max(out.width, 200)
     out.print(table)
