@@ -56,6 +56,10 @@ def run_training(recipe: dict, out_dir, *, init_checkpoint=None, version: str = 
         raise TrainError(f"run.launcher: {launcher!r} is not a launcher; use one of {', '.join(LAUNCHERS)}")
     if nproc < 1:
         raise TrainError(f"run.nproc: {nproc} is invalid; use 1 or more processes")
+    prompts = int(recipe["rollout"]["prompts_per_step"])
+    if nproc > prompts:  # checked here too, so nothing is launched only to fail on every rank
+        raise TrainError(f"recipe.yaml: rollout.prompts_per_step: {prompts} is below the {nproc} training ranks; "
+                         f"each rank samples whole groups, so set it to at least {nproc} or train with fewer processes")
     world = launched_world()
     if world > 1:  # already one rank of an outside torchrun / deepspeed
         if nproc not in (1, world):
