@@ -155,3 +155,17 @@ def test_a_converged_recipe_stops_on_a_measured_plateau(tmp_path):
     assert "plateau measured" in last["message"] and last["plateau"]["continuation"]["outcome"] != "improvement"
     out = evo("step", "-C", root).stdout
     assert "status: nothing-to-do" in out and "plateau:" in out and "Δ" in out
+
+
+def test_a_learning_recipe_is_continued_and_never_stopped_while_it_still_learns(tmp_path):
+    root = init_workspace(tmp_path / "ws", LEARNING_RECIPE, settings_patch={"search": {"calibration_seeds": 3}})
+    data = evo_json("run", "-C", root, "--steps", "5")
+    for report in data["steps"]:
+        if report["status"] == "nothing-to-do":  # only on a measured plateau
+            assert report["plateau"]["continuation"]["outcome"] != "improvement", report
+    log = evo_json("log", "-C", root)["versions"]
+    continued = [v for v in log if v["intervention"] == "continue"]
+    assert any(v["state"] == "promoted" and v["outcome"] == "improvement" for v in continued), log
+    first = next(v for v in continued if v["state"] == "promoted")
+    created = next(e for e in evo_json("show", "-C", root, first["name"])["events"] if e["event"] == "created")
+    assert created["intervention"]["kind"] == "continue" and "continuation" in created["intervention"]["hypothesis"]
