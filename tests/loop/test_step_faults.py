@@ -48,3 +48,23 @@ def test_deleted_artifacts_are_refused_not_silently_retrained(stepped, tmp_path)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "evo fsck" in proc.stderr and "v1" in proc.stderr
     assert _refs_and_notes(root) == before and not (root / ".evo" / "artifacts" / "v0").exists()
+
+
+def test_a_judged_step_is_logged_to_the_configured_tracker(stepped, tmp_path):
+    import pytest
+
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from loop_support import patch_settings
+
+    root = copy_workspace(stepped["root"], tmp_path / "ws")
+    patch_settings(root, {"logging": {"tensorboard": {"log_dir": "tb"}}})
+    data = evo_json("step", "-C", root)
+    assert data["status"] == "done" and "logged to tensorboard" in data["message"]
+    runs = [p for p in (root / "tb").rglob("*") if p.is_dir() and any(f.name.startswith("events.") for f in p.iterdir())]
+    acc = EventAccumulator(str(next(r for r in runs if r.name == data["version"])), size_guidance={"scalars": 0})
+    acc.Reload()
+    steps = [e.step for e in acc.Scalars("reward/mean")]
+    logged = (root / f".evo/artifacts/{data['version']}/metrics.jsonl").read_text().splitlines()
+    assert len(steps) == len(logged)
