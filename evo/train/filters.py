@@ -11,6 +11,17 @@
   by 1e-12 carry no learning signal either.
 - **Dual-Level Filter**: both enabled; anomalies go first, the std test then
   sees only the survivors.
+- **Dynamic sampling** (`filters.std_group.refill`, DAPO): the StdGroupFilter's
+  decisions stay as they are, but the trainer samples further prompt batches
+  until the step holds `prompts_per_step` live groups (or
+  `max_generation_batches` were sampled); live groups beyond the batch are
+  dropped with the reason `refill: ...` (`refill_reason`).
+- **SNR-aware filtering** (`filters.snr`, RAGEN): rank the step's groups by the
+  spread of a component, highest first, and keep them until they hold `top_p`
+  of the total spread (`snr_decisions`); groups without spread stay candidates
+  only with `include_zero`. `loss_scaling` multiplies advantages by the kept
+  ratio (`linear`) or its square root (`sqrt`). It ranks across the whole step,
+  so the trainer gives it every rank's spreads.
 - **Truncation masking** (`filters.truncation_mask`): a truncated trajectory is
   kept in its group's statistics (its reward shapes the others' advantages) but
   its tokens are excluded from the loss.
@@ -31,6 +42,7 @@ from typing import Mapping, Sequence
 from evo.errors import ConfigError
 
 ANOMALY_RULES = ("truncated", "empty", "repeated_ngram", "max_turns")
+SNR_LOSS_SCALINGS = ("none", "linear", "sqrt")
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,13 @@ class FilterConfig:
     ngram: int = 4
     max_ngram_repeats: int = 4
     truncation_mask: bool = False
+    refill: bool = False
+    max_generation_batches: int = 3
+    snr: bool = False
+    snr_top_p: float = 0.9
+    snr_include_zero: bool = False
+    snr_loss_scaling: str = "none"
+    snr_component: str = "total"
 
     @classmethod
     def from_recipe(cls, filters: Mapping | None) -> "FilterConfig":
@@ -50,6 +69,10 @@ class FilterConfig:
         filters = filters or {}
         std = filters.get("std_group") or {}
         anom = filters.get("anomaly") or {}
+        snr = filters.get("snr") or {}
+        if std.get("refill") and not std.get("enabled"):
+            raise ConfigError("recipe.yaml: filters.std_group.refill: true needs the StdGroupFilter; "
+                              "set filters.std_group.enabled: true (refill samples until the step has live groups)")
         rules = tuple(anom.get("rules", cls.anomaly_rules))
         for i, rule in enumerate(rules):
             if rule not in ANOMALY_RULES:
@@ -64,13 +87,21 @@ class FilterConfig:
             ngram=int(anom.get("ngram", 4)),
             max_ngram_repeats=int(anom.get("max_ngram_repeats", 4)),
             truncation_mask=bool(filters.get("truncation_mask", False)),
+            refill=bool(std.get("refill", False)),
+            max_generation_batches=int(std.get("max_generation_batches", 3)),
+            snr=bool(snr.get("enabled", False)),
+            snr_top_p=float(snr.get("top_p", 0.9)),
+            snr_include_zero=bool(snr.get("include_zero", False)),
+            snr_loss_scaling=str(snr.get("loss_scaling", "none")),
+            snr_component=str(snr.get("component", "total")),
         )
 
     def check_std_component(self, components: Sequence[str]) -> None:
-        """Raise ConfigError when the StdGroupFilter looks at a component outside `components` (and "total")."""
-        if self.std_group and self.std_component not in ("total", *components):
-            raise ConfigError(f"recipe.yaml: filters.std_group.component: {self.std_component!r} is not a reward "
-                              f"component of this domain; use one of {', '.join(['total', *components])}")
+        """Raise ConfigError when a filter looks at a component outside `components` (and "total")."""
+        for on, key, name in ((self.std_group, "std_group", self.std_component), (self.snr, "snr", self.snr_component)):
+            if on and name not in ("total", *components):
+                raise ConfigError(f"recipe.yaml: filters.{key}.component: {name!r} is not a reward "
+                                  f"component of this domain; use one of {', '.join(['total', *components])}")
 
 
 @dataclass
@@ -178,3 +209,54 @@ def apply_filters(
                     d.masked = True
         decisions.append(group)
     return decisions
+
+
+def refill_reason(live_groups: int) -> str:
+    """Why a live group of a later generation batch does not train: the step already has its groups."""
+    return f"refill: the step already holds {live_groups} live groups"
+
+
+def snr_decisions(spreads: Sequence[float], candidates: Sequence[bool], cfg: FilterConfig) -> list[str]:
+    """The SNR filter over one step's groups: "" for a kept group, else its drop reason. Shapes follow `spreads`.
+
+    `spreads[g]` is the group's spread (population std) of `cfg.snr_component`
+    over its surviving trajectories; `candidates[g]` is False for groups an
+    earlier filter already dropped (they get "" here and keep their reason).
+    Candidates without spread (below `cfg.std_epsilon`) are dropped unless
+    `include_zero`; the others are ranked by spread, highest first (ties by
+    position), and kept while the kept spread is below `top_p` of the total.
+    Groups without spread are never needed to reach a share, so they stay only
+    when `top_p` is 1 and `include_zero` is set.
+    """
+    eps = cfg.std_epsilon
+    reasons = ["" for _ in spreads]
+    pool = [g for g, c in enumerate(candidates) if c]
+    if not cfg.snr_include_zero:
+        for g in pool:
+            if spreads[g] < eps:
+                reasons[g] = "snr: zero spread (include_zero: false)"
+        pool = [g for g in pool if spreads[g] >= eps]
+    if cfg.snr_top_p >= 1.0:
+        return reasons
+    ranked = sorted((g for g in pool if spreads[g] >= eps), key=lambda g: (-spreads[g], g))
+    total = sum(spreads[g] for g in ranked)
+    kept, held = set(), 0.0
+    for g in ranked:
+        if held >= cfg.snr_top_p * total:
+            break
+        kept.add(g)
+        held += spreads[g]
+    cut = min((spreads[g] for g in kept), default=0.0)
+    for rank, g in enumerate(sorted(pool, key=lambda g: (-spreads[g], g)), start=1):
+        if g not in kept:
+            reasons[g] = (f"snr: spread {spreads[g]:.3g} below the top_p {cfg.snr_top_p:g} cut "
+                          f"(rank {rank} of {len(pool)}, kept down to {cut:.3g})")
+    return reasons
+
+
+def snr_loss_scale(kept_groups: int, groups: int, mode: str) -> float:
+    """The factor on advantages for a kept ratio kept_groups / groups: none 1, linear ratio, sqrt its root."""
+    if mode not in SNR_LOSS_SCALINGS:
+        raise ConfigError(f"recipe.yaml: filters.snr.loss_scaling: {mode!r} is not one of {', '.join(SNR_LOSS_SCALINGS)}")
+    ratio = kept_groups / groups if groups else 0.0
+    return {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[mode]

@@ -6,27 +6,48 @@ has a scalar reward R_i and the group-normalised advantage
     A_i = (R_i - mean_g R) / (std_g R + eps)        (scale_by_std=True)
     A_i =  R_i - mean_g R                           (scale_by_std=False)
 
-with mean/std (population std) over the group's trajectories that enter group
-statistics (anomaly exclusion may remove some). For every policy-produced token
-t of trajectory i (observation tokens are masked out):
+with mean/std over the group's trajectories that enter group statistics
+(anomaly exclusion may remove some). `std` is the population std (divide by
+n, `grpo.advantage_std: population`, the paper's) or the Bessel-corrected
+sample std (divide by n - 1, `sample`, what verl and TRL use). Population
+advantages are sqrt(n / (n - 1)) larger than sample ones (+41% at n = 2,
++6.9% at n = 8), so under `population` the KL term weighs relatively less. A group whose
+population spread is below the filters' tolerance (`zero_spread`, the
+StdGroupFilter's epsilon) has every advantage exactly 0: float residue of the
+mean (rewards 0.1 x 3) would otherwise leave |A| ~ 1e-10 rows that the engine
+computes for nothing and the records show as signal.
+
+For every policy-produced token t of trajectory i (observation tokens are masked out):
 
     r_t  = exp(logp_t - logp_old_t)                                     token ratio
     k3_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1                   KL to the frozen reference
     L_t  = -min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i) + kl_coef * k3_t
 
 eps_low = 0.20, eps_high = 0.27 (Clip-Higher) and a weak kl_coef by default.
-The batch loss averages tokens within a trajectory, trajectories within a
-group, then groups:
 
-    L = 1/|G*| Σ_{g in G*} 1/|g*| Σ_{i in g*} 1/|T_i| Σ_{t in T_i} L_t
+**Loss aggregation** (`grpo.loss_aggregation`). N* is the set of trajectories
+that contribute (kept by the filters, not truncation-masked, at least one
+token), T_i the policy tokens of i, G* the groups with a non-empty g* = g ∩ N*:
 
-where g* is the set of trajectories of g that contribute (kept by the filters,
-not truncation-masked, at least one token) and G* the groups with a non-empty
-g*. Equivalently each trajectory carries the weight w_i = 1 / (|G*| |g*|) and
-L = Σ_i w_i mean_t L_t; that form splits exactly across micro-batches, and
-across data-parallel ranks when |G*| counts the live groups of every rank
-(`trajectory_weights(..., live_groups=...)`: groups never span ranks, so |g*|
-is always local). A batch in which nothing contributes has loss 0 with no
+    paper                    L = 1/|G*| Σ_{g in G*} 1/|g*| Σ_{i in g*} 1/|T_i| Σ_t L_t
+    token-mean               L = Σ_{i in N*} Σ_t L_t / Σ_{i in N*} |T_i|          (DAPO; verl token-mean, TRL dapo)
+    seq-mean-token-mean      L = 1/|N*| Σ_{i in N*} 1/|T_i| Σ_t L_t               (verl; TRL grpo)
+    seq-mean-token-sum-norm  L = Σ_{i in N*} Σ_t L_t / (|N*| T_max)               (Dr. GRPO; TRL dr_grpo)
+
+`paper` (the default) weights groups equally however many trajectories the
+filters left in them, and trajectories equally however long; `token-mean`
+weights every token equally, so long responses are not diluted (sequence means
+bias toward short answers on long chain-of-thought); T_max is a constant, the
+recipe's per-episode token budget. Every mode is the same sum with its own
+per-trajectory weight on the token mean, L = Σ_i w_i mean_t L_t:
+
+    paper: w_i = 1 / (|G*| |g*|)     token-mean: w_i = |T_i| / Σ|T|
+    seq-mean-token-mean: w_i = 1 / |N*|     seq-mean-token-sum-norm: w_i = |T_i| / (|N*| T_max)
+
+That form splits exactly across micro-batches, and across data-parallel ranks
+when the batch-wide counts (|G*|, |N*|, Σ|T|; `batch_counts`) are summed over
+every rank (`trajectory_weights(..., counts=...)`): groups never span ranks, so
+|g*| is always local. A batch in which nothing contributes has loss 0 with no
 gradient, so the engine skips the optimizer step and parameters do not move.
 
 A token is counted as clipped when the clip binds in the min: low when
@@ -44,13 +65,24 @@ def _dense_groups(group_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
     return dense, int(uniq.numel())
 
 
-def _group_moments(rewards: torch.Tensor, dense: torch.Tensor, k: int,
-                   w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and population std of float64 `rewards` per group, over rows with `w` 1 (w is 0/1). (K,), (K,)"""
-    count = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w).clamp(min=1.0)  # (K,)
+ADVANTAGE_STDS = ("population", "sample")
+
+
+def _group_moments(rewards: torch.Tensor, dense: torch.Tensor, k: int, w: torch.Tensor,
+                   std: str = "population") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean, std (`population` or `sample`) and population std of float64 `rewards` per group, over rows
+    with `w` 1 (w is 0/1). (K,), (K,), (K,); a group of fewer than two rows has std 0."""
+    if std not in ADVANTAGE_STDS:
+        raise ValueError(f"advantage std {std!r} is not one of {', '.join(ADVANTAGE_STDS)}")
+    n = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w)  # (K,)
+    count = n.clamp(min=1.0)  # (K,)
     mean = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w * rewards) / count  # (K,)
     sq = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, w * (rewards - mean[dense]) ** 2)  # (K,)
-    return mean, (sq / count).sqrt()  # (K,), (K,)
+    population = (sq / count).sqrt()  # (K,)
+    if std == "population":
+        return mean, population, population
+    sample = torch.where(n > 1, (sq / (n - 1).clamp(min=1.0)).sqrt(), torch.zeros_like(sq))  # (K,)
+    return mean, sample, population
 
 
 def group_advantages(
@@ -60,54 +92,112 @@ def group_advantages(
     *,
     scale_by_std: bool = True,
     eps: float = 1e-6,
+    std: str = "population",
+    zero_spread: float = 0.0,
 ) -> torch.Tensor:
-    """Group-normalised advantages; 0 for trajectories outside group statistics."""
+    """Group-normalised advantages; 0 for trajectories outside group statistics.
+
+    `std`: `population` or `sample` (module docstring). A group whose population
+    spread over its in-statistics rows is below `zero_spread` (pass the
+    StdGroupFilter's epsilon) has advantages exactly 0, as the filter would call it.
+    """
     rewards = rewards.to(torch.float64)  # (N,)
     if in_stats is None:
         in_stats = torch.ones_like(rewards, dtype=torch.bool)  # (N,)
     dense, k = _dense_groups(group_ids)  # (N,)
-    mean, std = _group_moments(rewards, dense, k, in_stats.to(torch.float64))  # (K,), (K,)
+    mean, scale, population = _group_moments(rewards, dense, k, in_stats.to(torch.float64), std)  # (K,) x3
     centred = rewards - mean[dense]  # (N,)
     if scale_by_std:
-        denom = std[dense] + eps  # (N,)
+        denom = scale[dense] + eps  # (N,)
         # A zero-spread group has centred == 0: keep it 0 even with eps = 0 (no 0/0 NaN).
         adv = torch.where(denom > 0, centred / denom.clamp(min=1e-300), torch.zeros_like(centred))  # (N,)
     else:
         adv = centred  # (N,)
-    return torch.where(in_stats, adv, torch.zeros_like(adv))  # (N,)
+    signal = in_stats & (population[dense] >= zero_spread)  # (N,)
+    return torch.where(signal, adv, torch.zeros_like(adv))  # (N,)
 
 
 def group_spread(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
     """Population std of reward within each group, in order of sorted group label. (K,)"""
     dense, k = _dense_groups(group_ids)  # (N,)
     rewards = rewards.to(torch.float64)  # (N,)
-    return _group_moments(rewards, dense, k, torch.ones_like(rewards))[1]  # (K,)
+    return _group_moments(rewards, dense, k, torch.ones_like(rewards))[2]  # (K,)
 
 
 def live_group_count(group_ids: torch.Tensor, contributes: torch.Tensor) -> int:
     """|G*| of these trajectories: groups with at least one contributing trajectory."""
-    dense, k = _dense_groups(group_ids)  # (N,)
-    per_group = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, contributes.to(torch.float64))  # (K,)
-    return int((per_group > 0).sum())
+    return int(batch_counts(group_ids, contributes)[0])
 
 
-def trajectory_weights(group_ids: torch.Tensor, contributes: torch.Tensor, *,
-                       live_groups: int | None = None) -> torch.Tensor:
-    """w_i = 1 / (|G*| |g*|) for contributing trajectories, 0 otherwise; sums to 1 (or 0). (N,)
+def batch_counts(group_ids: torch.Tensor, contributes: torch.Tensor,
+                 tokens: torch.Tensor | None = None) -> list[float]:
+    """[|G*|, |N*|, Σ_{i in N*} |T_i|] of these trajectories: what the loss aggregations divide by.
 
-    `live_groups` is |G*| of the whole batch when these trajectories are one
-    rank's shard of it (the sum of every rank's `live_group_count`); the
-    weights of all ranks then sum to 1 together. Default: the groups here.
+    On a data-parallel rank, sum these over ranks (`Ranks.all_sum`) and pass the
+    sums to `trajectory_weights(..., counts=...)`.
     """
     dense, k = _dense_groups(group_ids)  # (N,)
     c = contributes.to(torch.float64)  # (N,)
-    per_group = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, c)  # (K,) |g*|
-    if live_groups is None:
-        live_groups = int((per_group > 0).sum())  # |G*|
-    if live_groups == 0:
+    per_group = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, c)  # (K,)
+    n_tokens = float((c * tokens.to(torch.float64)).sum()) if tokens is not None else 0.0
+    return [float((per_group > 0).sum()), float(c.sum()), n_tokens]
+
+
+def _paper(c, per_group, tokens, counts, token_budget):
+    return c / (per_group.clamp(min=1.0) * counts[0])  # (N,) 1 / (|G*| |g*|)
+
+
+def _token_mean(c, per_group, tokens, counts, token_budget):
+    return c * tokens / counts[2]  # (N,) |T_i| / Σ|T|
+
+
+def _seq_mean_token_mean(c, per_group, tokens, counts, token_budget):
+    return c / counts[1]  # (N,) 1 / |N*|
+
+
+def _seq_mean_token_sum_norm(c, per_group, tokens, counts, token_budget):
+    if not token_budget or token_budget <= 0:
+        raise ValueError("seq-mean-token-sum-norm needs token_budget (T_max), a positive constant")
+    return c * tokens / (counts[1] * float(token_budget))  # (N,) |T_i| / (|N*| T_max)
+
+
+# mode -> w_i; every function maps (contributes (N,), |g*| at each row (N,), |T_i| (N,), counts, T_max) -> (N,)
+LOSS_AGGREGATIONS = {
+    "paper": _paper,
+    "token-mean": _token_mean,
+    "seq-mean-token-mean": _seq_mean_token_mean,
+    "seq-mean-token-sum-norm": _seq_mean_token_sum_norm,
+}
+
+
+def trajectory_weights(group_ids: torch.Tensor, contributes: torch.Tensor, *, mode: str = "paper",
+                       tokens: torch.Tensor | None = None, counts: list[float] | None = None,
+                       token_budget: float | None = None, live_groups: int | None = None) -> torch.Tensor:
+    """Per-trajectory weights w_i of `mode` (module docstring), 0 for non-contributing rows. (N,)
+
+    `tokens` (N,) are the policy tokens |T_i| (needed by the token modes).
+    `counts` are `batch_counts` of the whole batch when these trajectories are
+    one rank's shard of it (summed over ranks); the weights of all ranks then
+    add up to the one-process weights. Default: the counts of the rows here.
+    `live_groups` overrides |G*| alone (the paper mode's older form).
+    `token_budget`: T_max of `seq-mean-token-sum-norm`.
+    """
+    if mode not in LOSS_AGGREGATIONS:
+        raise ValueError(f"loss aggregation {mode!r} is not one of {', '.join(LOSS_AGGREGATIONS)}")
+    dense, k = _dense_groups(group_ids)  # (N,)
+    c = contributes.to(torch.float64)  # (N,)
+    if tokens is None:
+        if mode not in ("paper", "seq-mean-token-mean"):
+            raise ValueError(f"loss aggregation {mode!r} weights trajectories by their tokens; pass tokens")
+        tokens = torch.ones_like(c)
+    tokens = tokens.to(torch.float64)  # (N,)
+    counts = list(counts) if counts is not None else batch_counts(group_ids, contributes, tokens)
+    if live_groups is not None:
+        counts[0] = float(live_groups)
+    if counts[0] == 0 or counts[1] == 0 or (mode == "token-mean" and counts[2] == 0):
         return torch.zeros_like(c)
-    w = c / (per_group[dense].clamp(min=1.0) * live_groups)  # (N,)
-    return w
+    per_group = torch.zeros(k, dtype=torch.float64).index_add_(0, dense, c)  # (K,) |g*|
+    return LOSS_AGGREGATIONS[mode](c, per_group[dense], tokens, counts, token_budget)  # (N,)
 
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

@@ -23,6 +23,8 @@ ROLLOUT_TAIL_COLUMNS = (
     ("advantage", "float64"), ("kept", "bool"), ("filter_reason", "string"), ("masked", "bool"),
     ("kl", "float64"), ("entropy", "float64"), ("clip_frac_low", "float64"), ("clip_frac_high", "float64"),
     ("rank", "int32"),  # the data-parallel rank that sampled the trajectory (0 in one process)
+    ("generation_batch", "int32"),  # which prompt batch of its step sampled it (0 unless filters.std_group.refill)
+    ("judge_status", "string"),  # reward.model_judge: ok | cached | error: <why>; on_error <policy> ("" without a judge)
 )
 EVAL_BASE_COLUMNS = (
     ("task_id", "string"), ("stratum", "string"), ("sample", "int32"), ("prompt", "string"),

@@ -1,7 +1,9 @@
 """The state of one training run and what a single GRPO step does (used by `evo.train.run`).
 
 A step: tasks → rollout → reward terms → filters → advantages → engine update →
-rollouts shard + metrics line. Shards (`rollouts.parts/step-000012.parquet`)
+rollouts shard + metrics line; the first half (which prompt batches, what each
+trajectory weighs) is `evo.train.step_batch.StepSampler`, with dynamic
+sampling, the SNR filter and the loss aggregation's weights. Shards (`rollouts.parts/step-000012.parquet`)
 are concatenated into `rollouts.parquet` at each checkpoint and at the end, so
 a resumed run can drop the steps it redoes.
 
@@ -50,8 +52,11 @@ class Trainer:
         from evo.train.engine import make_engine
         from evo.train.filters import FilterConfig
         from evo.train.policy import load_policy
+        from evo.train.cost import episode_token_budget
+        from evo.train.judge_model import COMPONENT as JUDGE_COMPONENT, make_judge
         from evo.train.rewards import check_terms
         from evo.train.rollout import RolloutLimits
+        from evo.train.step_batch import StepSampler
 
         self.recipe, self.out, self.rhash, self.version = recipe, Path(out), rhash, version
         self.ranks = ranks = current()
@@ -61,13 +66,17 @@ class Trainer:
                              f"ranks; each rank samples whole groups, so set it to at least {ranks.world} "
                              "or train with fewer processes")
         self.env = get_environment(recipe["domain"]["name"], recipe["domain"]["options"])
-        self.components = list(self.env.reward_components)
+        self.judge = make_judge(recipe, self.out)
+        self.components = list(self.env.reward_components) + ([JUDGE_COMPONENT] if self.judge else [])
         self.terms = recipe["reward"]["terms"]
         check_terms(self.terms, self.components)
         self.filter_cfg = FilterConfig.from_recipe(recipe.get("filters"))
         self.filter_cfg.check_std_component(self.components)  # before loading a model, not at the first step
         self.train_tasks = self.env.tasks("train")
         self.limits = RolloutLimits.from_recipe(recipe, self.env)
+        self.sampler = StepSampler(recipe, self.env, self.components, self.terms, self.filter_cfg, self.limits,
+                                   self.train_tasks, ranks, self.judge,
+                                   episode_token_budget(recipe, int(getattr(self.env, "max_turns", 1) or 1)))
         state = resume_state or {}
         self.step_offset = int(state.get("step_offset", step_offset))  # a resumed run keeps its schedule
         self.init_source = state.get("init_source") or str(init_checkpoint or recipe["model"]["name"])
@@ -116,56 +125,14 @@ class Trainer:
     # -- one step -------------------------------------------------------------------------------
     def run_step(self, step: int) -> dict:
         """One GRPO step on this rank's shard; the step's metrics on rank 0 ({} on the others)."""
-        from evo.train.filters import TrajectoryFlags, apply_filters
         from evo.train.forward import build_batch
-        from evo.train.objective import group_advantages, live_group_count, trajectory_weights
-        from evo.train.rewards import total_reward
-        from evo.train.rollout import rollout
-        from evo.train.run import generation_seed, pick_tasks
 
-        g = self.recipe["rollout"]
-        seed = int(self.recipe["seed"])
         t0 = time.perf_counter()
-        schedule = self.step_offset + step  # the prompts and seeds of this step in the longer schedule
-        tasks = pick_tasks(self.train_tasks, seed, schedule, int(g["prompts_per_step"]))
-        mine = self.ranks.shard(len(tasks))  # ids of this rank's groups in the whole step
-        with self._generating():
-            trajs = rollout(self.env, [tasks[i] for i in mine], self.rollout_policy, int(g["num_generations"]),
-                            self.limits, seed=generation_seed(seed, schedule), group_ids=mine)
-        t_gen = time.perf_counter() - t0
-
-        for t in trajs:  # a domain that omits a component at an early stop scores it 0
-            for c in self.components:
-                t.components.setdefault(c, 0.0)
-        rewards = [total_reward(t.components, self.terms) for t in trajs]
-        n_policy_tokens = [sum(t.response_mask) for t in trajs]
-        local = {gid: k for k, gid in enumerate(mine)}
-        by_group: list[list[int]] = [[] for _ in mine]
-        for i, t in enumerate(trajs):
-            by_group[local[t.group]].append(i)
-        flags = [[TrajectoryFlags(truncated=trajs[i].truncated, num_tokens=n_policy_tokens[i],
-                                  tokens=[tok for tok, m in zip(trajs[i].response_ids, trajs[i].response_mask) if m],
-                                  finish_reason=trajs[i].finish_reason, text=trajs[i].text) for i in idx]
-                 for idx in by_group]
-        decisions_by_group = apply_filters(
-            [[rewards[i] for i in idx] for idx in by_group],
-            {c: [[trajs[i].components[c] for i in idx] for idx in by_group] for c in self.components},
-            flags, self.filter_cfg)
-        decisions = [None] * len(trajs)
-        for idx, ds in zip(by_group, decisions_by_group):
-            for i, d in zip(idx, ds):
-                decisions[i] = d
-
-        groups = torch.tensor([t.group for t in trajs], dtype=torch.long)  # (N,)
-        reward_t = torch.tensor(rewards, dtype=torch.float64)  # (N,)
-        in_stats = torch.tensor([d.in_group_stats for d in decisions], dtype=torch.bool)  # (N,)
-        adv = group_advantages(reward_t, groups, in_stats,
-                               scale_by_std=bool(self.recipe["grpo"]["scale_advantage_by_std"]))  # (N,)
-        contributes = torch.tensor([d.contributes and n > 0 for d, n in zip(decisions, n_policy_tokens)],
-                                   dtype=torch.bool)  # (N,)
-        live_groups = int(self.ranks.all_sum([live_group_count(groups, contributes)])[0])  # |G*| of every rank
-        weights = trajectory_weights(groups, contributes, live_groups=live_groups)  # (N,)
-        batch = build_batch(trajs, adv.tolist(), weights.tolist(), self.policy.tokenizer.pad_token_id)
+        # The prompts and seeds of this step in the longer schedule.
+        sampled = self.sampler.sample(self.step_offset + step, self.rollout_policy, self._generating)
+        trajs, rewards, decisions, adv = sampled.trajs, sampled.rewards, sampled.decisions, sampled.advantages
+        t_gen = sampled.generate_s
+        batch = build_batch(trajs, adv.tolist(), sampled.weights.tolist(), self.policy.tokenizer.pad_token_id)
         t1 = time.perf_counter()
         self.engine.set_step(step)
         stats = self.engine.train_step(batch)
@@ -184,7 +151,7 @@ class Trainer:
             return {}
         rows = sorted((r for part in gathered for r in part), key=lambda r: (r["group"], r["sample"]))
         write_table(rows, rollout_schema(self.components), self.parts / f"step-{step:06d}.parquet")
-        metrics = self._metrics(step, rows, stats)
+        metrics = self._metrics(step, rows, stats, sampled)
         step_s = time.perf_counter() - t0
         self.totals["tokens_generated"] += metrics["gen/tokens"]
         self.totals["tokens_trained"] += sum(r["num_tokens"] for r in rows if _contributes(r)) * stats["updates"]
@@ -194,8 +161,12 @@ class Trainer:
         self.last_metrics = metrics
         return metrics
 
-    def _metrics(self, step: int, rows: list[dict], stats: dict) -> dict:
-        """The step's metrics from every row of the step (in group order) and the engine's stats."""
+    def _metrics(self, step: int, rows: list[dict], stats: dict, sampled) -> dict:
+        """The step's metrics from every row of the step (in group order), the engine's stats and the sampler's.
+
+        `policy/clip_frac_*` are token means over the trajectories in the loss
+        (verl's and TRL's meaning); `*_traj_mean` the mean of per-trajectory fractions.
+        """
         from evo.train.objective import group_spread
 
         rewards = [r["reward"] for r in rows]
@@ -203,6 +174,21 @@ class Trainer:
         spreads = group_spread(reward_t, torch.tensor([r["group"] for r in rows], dtype=torch.long))  # (K,)
         live = [r for r in rows if _contributes(r)] or rows
         lengths = [r["num_tokens"] for r in rows]
+        live_tokens = sum(r["num_tokens"] for r in live)
+
+        def token_mean(key: str) -> float:
+            return sum(r[key] * r["num_tokens"] for r in live) / live_tokens if live_tokens else 0.0
+
+        extra = {}
+        if self.filter_cfg.refill:
+            extra["signal/refill_capped"] = int(sampled.refill_capped)
+        if sampled.snr is not None:
+            extra["signal/snr_kept_ratio"] = sampled.snr["kept"] / sampled.snr["ranked"] if sampled.snr["ranked"] else 0.0
+            extra["signal/snr_loss_scale"] = sampled.snr["loss_scale"]
+        if self.judge is not None:
+            statuses = [r["judge_status"] for r in rows]
+            extra["reward/judge_error_frac"] = _mean(s.startswith("error") for s in statuses)
+            extra["reward/judge_cached_frac"] = _mean(s == "cached" for s in statuses)
         return {
             "step": step,
             "reward/mean": _mean(rewards),
@@ -216,8 +202,10 @@ class Trainer:
             "policy/loss": stats["loss"],
             "policy/kl": _mean(r["kl"] for r in live),
             "policy/entropy": _mean(r["entropy"] for r in live),
-            "policy/clip_frac_low": _mean(r["clip_frac_low"] for r in live),
-            "policy/clip_frac_high": _mean(r["clip_frac_high"] for r in live),
+            "policy/clip_frac_low": token_mean("clip_frac_low"),
+            "policy/clip_frac_high": token_mean("clip_frac_high"),
+            "policy/clip_frac_low_traj_mean": _mean(r["clip_frac_low"] for r in live),
+            "policy/clip_frac_high_traj_mean": _mean(r["clip_frac_high"] for r in live),
             "policy/grad_norm": stats["grad_norm"],
             "policy/lr": stats["lr"],
             "policy/updates": stats["updates"],
@@ -227,6 +215,9 @@ class Trainer:
             "gen/turns_mean": _mean(r["turns"] for r in rows),
             "gen/tool_calls_mean": _mean(r["tool_calls"] for r in rows),
             "gen/tokens": sum(lengths),
+            "signal/generation_batches": sampled.generation_batches,
+            "signal/live_groups": sampled.live_groups,
+            **extra,
         }
 
     def _row(self, step: int, t, reward: float, advantage: float, d, per: dict) -> dict:
@@ -244,7 +235,8 @@ class Trainer:
             "advantage": advantage, "kept": bool(d.kept), "filter_reason": d.reason, "masked": bool(d.masked),
             "kl": float(per["kl"]), "entropy": float(per["entropy"]),
             "clip_frac_low": float(per["clip_frac_low"]), "clip_frac_high": float(per["clip_frac_high"]),
-            "rank": self.ranks.rank,
+            "rank": self.ranks.rank, "generation_batch": int(t.info.get("generation_batch", 0)),
+            "judge_status": str(t.info.get("judge_status", "")),
         }
         for c in self.components:
             row[f"reward/{c}"] = float(t.components.get(c, 0.0))
@@ -277,6 +269,11 @@ class Trainer:
         self.policy.name = str(folder)  # eval.json names what it evaluated: this run's checkpoint
         with self.engine.full_parameters():  # the trained HF model evaluates (its tasks sharded over ranks)
             ev = evaluate(self.policy, self.recipe, self.out)
+        judge = None
+        if self.judge is not None:  # this process's judge traffic (since a resume), every rank's summed
+            judge = self.judge.summary()
+            keys = ("calls", "cache_hits", "errors")
+            judge.update(zip(keys, (int(v) for v in self.ranks.all_sum([judge[k] for k in keys]))))
         if not self.ranks.main:
             return self.ranks.broadcast(None)
         if not self.last_metrics:
@@ -296,6 +293,8 @@ class Trainer:
             "final": copy.deepcopy(self.last_metrics),
             "eval": ev,
         }
+        if judge is not None:
+            summary["model_judge"] = judge
         write_json(summary, self.out / "summary.json")
         shutil.rmtree(self.parts, ignore_errors=True)
         return self.ranks.broadcast(summary)
