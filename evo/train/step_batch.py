@@ -47,7 +47,7 @@ class StepBatch:
     generation_batches: int
     live_groups: int  # |G*| of the trained batch, every rank
     refill_capped: bool  # refill stopped at max_generation_batches short of prompts_per_step live groups
-    snr: dict | None  # {"kept": groups kept, "ranked": groups ranked, "loss_scale": factor on advantages}
+    snr: dict | None  # {"kept": groups kept, "ranked": groups it saw, "loss_scale": factor on advantages}
     generate_s: float
 
 
