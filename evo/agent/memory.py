@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evo.errors import AgentError
+from evo.vocabulary import Headline
 
 
 MEMORY_DIR = "memory"
@@ -75,12 +76,7 @@ class Memory:
 
 def _delta(h: dict) -> str:
     """`Δ +0.19 [+0.12, +0.26]` from a headline; "" when it has no delta."""
-    if h.get("delta") is None:
-        return ""
-    text = f"Δ {h['delta']:+.4g}"
-    if h.get("ci_low") is not None and h.get("ci_high") is not None:
-        text += f" [{h['ci_low']:+.4g}, {h['ci_high']:+.4g}]"
-    return text
+    return Headline.from_dict(h).delta_text()
 
 
 def _headline(summary: dict) -> str:

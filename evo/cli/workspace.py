@@ -23,15 +23,9 @@ STATE_STYLE = {"promoted": "bold green", "frontier": "cyan", "pruned": "dim", "r
 # ------------------------------------------------------------------ formatting
 def headline_text(headline: dict | None, *, with_metric: bool = True) -> str:
     """'score/avg_at_k 0.412 Δ+0.031 [+0.004, +0.058]': value, delta vs baseline and its paired interval."""
-    if not headline:
-        return ""
-    text = f"{headline.get('metric', '')} " if with_metric else ""
-    text += f"{headline['value']:.3f}"
-    if headline.get("delta") is not None:
-        text += f" Δ{headline['delta']:+.3f}"
-    if headline.get("ci_low") is not None and headline.get("ci_high") is not None:
-        text += f" [{headline['ci_low']:+.3f}, {headline['ci_high']:+.3f}]"
-    return text
+    from evo.vocabulary import Headline
+
+    return Headline.from_dict(headline).compact(with_metric=with_metric) if headline else ""
 
 
 def summary(rec) -> dict:

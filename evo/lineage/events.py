@@ -23,6 +23,8 @@ from typing import Any, Callable
 import fastjsonschema
 
 from evo.errors import LineageError
+from evo.vocabulary import STATES as VOCABULARY_STATES
+from evo.vocabulary import State, event_id
 
 SCHEMA = "lineage_event"
 # Read directly rather than through evo.schemas, whose import pulls in jsonschema
@@ -112,11 +114,11 @@ def complete_event(version: str, event: dict) -> dict:
     if out["version"] != version:
         raise LineageError(f"event {out.get('event')!r} says version {out['version']!r} but is appended to {version}; drop the field or fix it")
     out.setdefault("time", now_iso())
-    out.setdefault("id", f"{version}-{out.get('event', 'event')}-{uuid.uuid4().hex[:12]}")
+    out.setdefault("id", event_id(version, out.get("event", "event"), uuid.uuid4().hex[:12]))
     return out
 
 
-STATES = ("promoted", "frontier", "pruned", "reverted", "awaiting-approval")
+STATES = VOCABULARY_STATES
 
 
 @dataclass
@@ -200,7 +202,7 @@ def version_number(name: str) -> int:
 def derive_state(events: list[dict], *, pruned: bool, promoted_tag: bool) -> str:
     """State from refs + events, as docs/contracts.md defines it."""
     if pruned:
-        return "pruned"
+        return State.PRUNED.value
     last_promoted = last_reverted = last_gate = last_decision = -1
     gate_waiting = False
     for i, ev in enumerate(events):
@@ -214,12 +216,12 @@ def derive_state(events: list[dict], *, pruned: bool, promoted_tag: bool) -> str
         elif kind in ("approved", "rejected"):
             last_decision = i
     if last_reverted > last_promoted:
-        return "reverted"
+        return State.REVERTED.value
     if promoted_tag:
-        return "promoted"
+        return State.PROMOTED.value
     if gate_waiting and last_decision < last_gate:
-        return "awaiting-approval"
-    return "frontier"
+        return State.AWAITING.value
+    return State.FRONTIER.value
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import git
 
+from evo.vocabulary import event_id
 from evo.errors import VersionError, WorkspaceError
 from evo.lineage import gitio
 from evo.lineage.gitio import BRANCH_PREFIX, MAIN, PRUNED_PREFIX, TAG_PREFIX
@@ -65,8 +66,9 @@ def promote(lin: "Lineage", version: str, reason: str) -> str:
                            f"so start a new version from it (e.g. `evo merge {version} <other>`)")
     if rec.promoted_tag:
         merge_commit = gitio.rev(lin.repo, f"{TAG_PREFIX}{version}")
-        if lin.append_event(version, {"event": "promoted", "reason": reason, "commit": merge_commit,
-                                      "id": f"{version}-promoted-{merge_commit[:12]}"}):
+        recorded = any(e["event"] == "promoted" and e.get("commit") == merge_commit for e in rec.events)
+        if not recorded and lin.append_event(version, {"event": "promoted", "reason": reason, "commit": merge_commit,
+                                                       "id": event_id(version, "promoted", merge_commit[:12])}):
             return merge_commit  # resumed after a kill between tag and event
         raise VersionError(f"{version} is already promoted (tag {tag})")
     from evo.recipe import parse_recipe  # here, not at import: reads should not load jsonschema
@@ -77,7 +79,7 @@ def promote(lin: "Lineage", version: str, reason: str) -> str:
     merge_commit = _done_on_main(g, gitio.TRAILER_PROMOTED, version) or _merge_into_main(g, version, rec.commit, reason)
     lin.repo.git.tag("-a", tag, "-m", f"Promote {version}: {reason.strip()}", merge_commit)
     lin.append_event(version, {"event": "promoted", "reason": reason, "commit": merge_commit,
-                               "id": f"{version}-promoted-{merge_commit[:12]}"})
+                               "id": event_id(version, "promoted", merge_commit[:12])})
     return merge_commit
 
 
@@ -117,7 +119,7 @@ def prune(lin: "Lineage", version: str, reason: str) -> str:
     lin.remove_worktree(version)
     if gitio.ref_exists(lin.repo, f"{BRANCH_PREFIX}{version}"):
         lin.repo.git.branch("-D", f"evo/{version}")
-    lin.append_event(version, {"event": "pruned", "reason": reason, "id": f"{version}-pruned-{head[:12]}"})
+    lin.append_event(version, {"event": "pruned", "reason": reason, "id": event_id(version, "pruned", head[:12])})
     return head
 
 
@@ -156,7 +158,7 @@ def revert(lin: "Lineage", version: str, reason: str) -> str:
             raise WorkspaceError(f"reverting {version} failed and was rolled back: {gitio.first_line(exc)}") from None
         revert_commit = gitio.rev(g, "HEAD")
     lin.append_event(version, {"event": "reverted", "reason": reason, "commit": revert_commit,
-                               "id": f"{version}-reverted-{revert_commit[:12]}"})
+                               "id": event_id(version, "reverted", revert_commit[:12])})
     return revert_commit
 
 
@@ -176,7 +178,7 @@ def merge(lin: "Lineage", a: str, b: str, reason: str) -> str:
     lin.create_version(version, [a, b])
     label = f"merge of {a} and {b}"
     commit = lin.commit_version(version, f"Merge {a} and {b}: {reason.strip()}", intervention=label)
-    lin.append_event(version, {"event": "merged", "parents": [a, b], "reason": reason, "id": f"{version}-merged"})
+    lin.append_event(version, {"event": "merged", "parents": [a, b], "reason": reason, "id": event_id(version, "merged")})
     lin.append_event(version, {"event": "created", "parents": [a, b], "branch": f"evo/{version}", "commit": commit,
-                               "intervention": label, "agent": None, "id": f"{version}-created"})
+                               "intervention": label, "agent": None, "id": event_id(version, "created")})
     return version

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from evo.errors import VersionError
 from evo.loop.journal import Journal
+from evo.vocabulary import event_id
 
 
 def _awaiting(lineage, version: str):
@@ -28,7 +29,7 @@ def approve(root: Path, version: str, reason: str, by: str = "user") -> dict:
     lineage = Lineage.open(root)
     with workspace_lock(root, "evo approve"):
         _awaiting(lineage, version)
-        lineage.append_event(version, {"id": f"{version}:approved", "event": "approved", "version": version,
+        lineage.append_event(version, {"id": event_id(version, "approved"), "event": "approved", "version": version,
                                        "reason": reason, "by": by})
     return {"version": version, "approved": True, "reason": reason}
 
@@ -40,7 +41,7 @@ def reject(root: Path, version: str, reason: str, by: str = "user") -> dict:
     lineage = Lineage.open(root)
     with workspace_lock(root, "evo reject"):
         rec = _awaiting(lineage, version)
-        lineage.append_event(version, {"id": f"{version}:rejected", "event": "rejected", "version": version,
+        lineage.append_event(version, {"id": event_id(version, "rejected"), "event": "rejected", "version": version,
                                        "reason": reason, "by": by})
         if rec.parents:  # a candidate is pruned as evidence; the baseline simply stays untrained
             lineage.prune(version, f"rejected at the cost gate: {reason}")

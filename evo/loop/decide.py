@@ -29,10 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evo.vocabulary import Action, Headline, Outcome
+
 
 @dataclass
 class Decision:
-    action: str  # promote | prune | keep
+    action: Action
     reason: str
     also_prune: list[tuple[str, str]] = field(default_factory=list)  # (version, reason)
 
@@ -58,25 +60,25 @@ def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, se
     vetoes = judged.get("vetoes") or []
     if vetoes:
         first = vetoes[0]
-        return Decision("prune", f"vetoed by audit {first.get('audit', '?')}: {first.get('message', '')}".strip())
-    if outcome == "regression":
-        return Decision("prune", _evidence_phrase("regression", headline))
+        return Decision(Action.PRUNE, f"vetoed by audit {first.get('audit', '?')}: {first.get('message', '')}".strip())
+    if outcome == Outcome.REGRESSION:
+        return Decision(Action.PRUNE, _evidence_phrase("regression", headline))
     if harness_only:
-        return Decision("promote", "harness revision adopted (policy unchanged, no audit veto)")
-    if outcome == "improvement" and progress == "regression":
-        return Decision("keep", _evidence_phrase("improvement over its control but a regression from its parent", headline))
-    if outcome == "improvement":
+        return Decision(Action.PROMOTE, "harness revision adopted (policy unchanged, no audit veto)")
+    if outcome == Outcome.IMPROVEMENT and progress == Outcome.REGRESSION:
+        return Decision(Action.KEEP, _evidence_phrase("improvement over its control but a regression from its parent", headline))
+    if outcome == Outcome.IMPROVEMENT:
         value = headline.get("value")
         superseded = [
             (rec.name, f"superseded by {version}")
             for rec in frontier
             if value is not None and _headline_value(rec) is not None and _headline_value(rec) < value
         ]
-        return Decision("promote", _evidence_phrase("improvement", headline), superseded)
-    if outcome == "insufficient" and delta is not None and delta < 0:
-        return Decision("prune", _evidence_phrase("insufficient evidence of benefit, point estimate below parent", headline))
+        return Decision(Action.PROMOTE, _evidence_phrase("improvement", headline), superseded)
+    if outcome == Outcome.INSUFFICIENT and delta is not None and delta < 0:
+        return Decision(Action.PRUNE, _evidence_phrase("insufficient evidence of benefit, point estimate below parent", headline))
     reason = _evidence_phrase(outcome, headline)
-    if outcome == "mixed":
+    if outcome == Outcome.MIXED:
         reason += "; ablation scheduled"
     cap = int(settings["search"]["frontier_size"])
     ranked = sorted(
@@ -86,15 +88,9 @@ def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, se
     )
     overflow = ranked[cap:]
     if any(name == version for name, _ in overflow):
-        return Decision("prune", reason + f"; frontier is full ({cap}) and this is its weakest version")
-    return Decision("keep", reason, [(name, f"frontier full ({cap}); weakest after {version}") for name, _ in overflow])
+        return Decision(Action.PRUNE, reason + f"; frontier is full ({cap}) and this is its weakest version")
+    return Decision(Action.KEEP, reason, [(name, f"frontier full ({cap}); weakest after {version}") for name, _ in overflow])
 
 
 def _evidence_phrase(label: str, headline: dict) -> str:
-    if headline.get("delta") is None:
-        return label
-    against = f" vs {headline['against']}" if headline.get("against") else ""
-    return (
-        f"{label}: {headline.get('metric', 'headline')} delta{against} {headline['delta']:+.3f} "
-        f"(95% CI [{headline.get('ci_low', float('nan')):+.3f}, {headline.get('ci_high', float('nan')):+.3f}])"
-    )
+    return Headline.from_dict(headline).phrase(label, headline.get("against"))

@@ -13,21 +13,13 @@ import subprocess
 from pathlib import Path
 
 from evo.errors import EvoError, VersionError
+from evo.vocabulary import Headline
 from evo.report.plots import plots_dir
 from evo.settings import artifact_dir
 
 
 def _fmt_interval(h: dict) -> str:
-    if not h or h.get("value") is None:
-        return "not judged yet"
-    text = f"**{h.get('metric', 'score/avg_at_k')} = {h['value']:.4f}**"
-    if h.get("delta") is not None:
-        bounds = ", ".join("?" if h.get(k) is None else f"{h[k]:+.4f}" for k in ("ci_low", "ci_high"))
-        text += f", delta {h['delta']:+.4f} (95% CI [{bounds}]"
-        if h.get("p_value") is not None:
-            text += f", Wilcoxon p = {h['p_value']:.3g}"
-        text += ")"
-    return text
+    return Headline.from_dict(h).markdown()
 
 
 def _outcome_lines(judged: dict, parent: str | None, rec) -> list[str]:

@@ -22,11 +22,7 @@ from evo.loop.report import StepReport, describe
 from evo.loop.runs import Plan
 from evo.recipe import parse_recipe
 from evo.settings import artifact_dir
-
-
-def event_id(version: str, kind: str, suffix: str = "") -> str:
-    """Deterministic note-event ids: a resumed phase appends nothing twice."""
-    return f"{version}:{kind}" + (f":{suffix}" if suffix else "")
+from evo.vocabulary import event_id
 
 
 class ProposalPhases:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from evo.vocabulary import Headline
+
 
 @dataclass
 class StepReport:
@@ -107,17 +109,4 @@ def describe(manifest: dict | None) -> str:
 
 
 def _headline(h: dict) -> str:
-    if not h:
-        return "-"
-    text = f"{h.get('metric', 'score/avg_at_k')} {h.get('value', float('nan')):.4f}"
-    if h.get("delta") is not None:
-        text += (
-            f" (delta {h['delta']:+.4f}, 95% CI [{h.get('ci_low', float('nan')):+.4f}, "
-            f"{h.get('ci_high', float('nan')):+.4f}]"
-        )
-        if h.get("p_value") is not None:
-            text += f", p={h['p_value']:.3g}"
-        if h.get("noise_floor"):
-            text += f", noise floor ±{h['noise_floor']:.4f}"
-        text += ")"
-    return text
+    return Headline.from_dict(h).full() if h else "-"

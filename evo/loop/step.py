@@ -31,11 +31,12 @@ from evo.loop import runs as R
 from evo.loop import versions as V
 from evo.loop.decide import decide
 from evo.loop.journal import Journal, fault_point
-from evo.loop.propose import ProposalPhases, event_id
+from evo.loop.propose import ProposalPhases
 from evo.loop.report import StepReport
 from evo.loop.runs import Plan
 from evo.resources import resource_dir
 from evo.settings import artifact_dir, artifact_root, load_settings
+from evo.vocabulary import Action, event_id
 
 
 class StepRunner(ProposalPhases):
@@ -459,17 +460,17 @@ class StepRunner(ProposalPhases):
         dec = decide(version, judged, harness_only=harness_only,
                      frontier=V.frontier(records, exclude=version), settings=self.settings)
         self._apply_decision(version, dec.action, dec.reason, dec.also_prune)
-        return {"action": {"promote": "promoted", "prune": "pruned", "keep": "kept"}[dec.action],
-                "reason": dec.reason, "also_pruned": [v for v, _ in dec.also_prune]}
+        return {"action": Action(dec.action).recorded, "reason": dec.reason,
+                "also_pruned": [v for v, _ in dec.also_prune]}
 
     def _apply_decision(self, version: str, action: str, reason: str, also_prune: list) -> None:
         # Checked by event, not state: promote() and prune() finish a transition a kill left half-done.
         record = self.lineage.record(version)
-        if action == "promote" and record.last("promoted") is None:
+        if action == Action.PROMOTE and record.last("promoted") is None:
             self.lineage.promote(version, reason)
-        elif action == "prune" and record.last("pruned") is None:
+        elif action == Action.PRUNE and record.last("pruned") is None:
             self.lineage.prune(version, reason)
-        elif action == "keep":
+        elif action == Action.KEEP:
             self.lineage.append_event(version, {"id": event_id(version, "kept"), "event": "kept",
                                                 "version": version, "reason": reason})
         fault_point("decide", "mid")  # decided in git, not yet in the journal

@@ -11,6 +11,8 @@ Colours and symbols for version states are defined once here (the PNGs reuse the
 
 from __future__ import annotations
 
+from evo.vocabulary import Headline
+
 import html
 
 STATE_STYLE = {  # state -> (colour, plotly marker symbol, matplotlib marker)
@@ -38,12 +40,7 @@ def template() -> dict:
 
 def fmt_delta(c: dict | None) -> str:
     """'Δ +0.094 [+0.062, +0.125]', or '' when not measured."""
-    if not c or c.get("delta") is None:
-        return ""
-    text = f"Δ {c['delta']:+.3f}"
-    if c.get("ci_low") is not None and c.get("ci_high") is not None:
-        text += f" [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
-    return text
+    return Headline.from_dict(c).delta_text() if c else ""
 
 
 def node_label(v: dict) -> str:
