@@ -1,19 +1,28 @@
 """Backtests: replay a run's stored rollouts under a candidate reward or filter change.
 
-Every reward component is stored per trajectory (`reward/<component>`), so a
-change to `reward.terms`, `filters.*` or `grpo.scale_advantage_by_std` can be
-evaluated without generating anything: recombine the totals, re-run the
-filters and recompute group-normalised advantages, once under the run's recipe
-("before") and once under the patched recipe ("after"), then report the
-predicted effect as numbers and one sentence — e.g. "45% of dead groups regain
-non-zero spread" (paper D.3).
+Every reward component is stored per trajectory (`reward/<component>`; a
+`model_judge` score too), so a change to `reward.terms`, `filters.*` or the
+objective's `grpo.scale_advantage_by_std`, `grpo.advantage_std` and
+`grpo.loss_aggregation` can be evaluated without generating (or judging)
+anything: recombine the totals, re-run the filters (the SNR filter per step,
+as training ranks a step's groups), recompute group-normalised advantages and
+each trajectory's loss weight, once under the run's recipe ("before") and once
+under the patched recipe ("after"), then report the predicted effect as numbers
+and one sentence — e.g. "45% of dead groups regain non-zero spread" (paper
+D.3), or for an aggregation change the share of the policy-gradient weight that
+responses longer than their step's median carry.
 
 The replay calls the training code itself (`evo.train.rewards`,
 `evo.train.filters`, `evo.train.objective`), so a backtest and a real run can
 never disagree on what a reward term or a filter means. Limits: in multi-turn
 domains `completion_tokens` includes observation tokens, so the
 `repeated_ngram` rule sees slightly more tokens than training did; a change to
-generation (`rollout.*`, the model, the data) cannot be replayed.
+generation (`rollout.*`, the model, the data) cannot be replayed, and neither
+can dynamic sampling (`filters.std_group.refill`, `max_generation_batches`):
+it samples prompt batches the stored rollouts do not hold, so its backtest
+says so and estimates the batches a step would need from the stored share of
+live groups. A run that refilled is replayed over every batch it sampled
+(the trim to `prompts_per_step` live groups is not replayed).
 """
 
 from __future__ import annotations
@@ -28,7 +37,9 @@ from evo.harness import kit
 from evo.harness.context import RunArtifacts
 from evo.recipe import DEFAULT_REWARD_TERMS, get_path
 
-REPLAYABLE = {"reward": None, "filters": None, "grpo": {"scale_advantage_by_std"}}
+REPLAYABLE = {"reward": None, "filters": None,
+              "grpo": {"scale_advantage_by_std", "advantage_std", "loss_aggregation"}}
+NOT_REPLAYED = ("refill", "max_generation_batches")  # filters.std_group keys that change what is generated
 DEAD_EPSILON = 1e-6  # a group is dead when the population std of its total reward is at most this
 
 
@@ -91,8 +102,47 @@ def _flags(table, cfg) -> list:
             for i in range(n)]
 
 
+def _snr(rows_of: list, decisions: list, values: np.ndarray, steps: np.ndarray, cfg) -> np.ndarray:
+    """Apply the SNR filter step by step (it ranks one step's groups); the loss scale of each row's step. (rows,)"""
+    from evo.train.filters import snr_decisions, snr_inputs, snr_loss_scale
+
+    scale = np.ones(len(values))
+    for step in np.unique(steps):
+        members = np.flatnonzero(steps == step)  # groups of this step
+        spreads, candidates = snr_inputs([values[rows_of[k]].tolist() for k in members], [decisions[k] for k in members])
+        reasons = snr_decisions(spreads, candidates, cfg)
+        for k, why in zip(members, reasons):
+            for d in decisions[k]:
+                if why and d.kept:
+                    d.kept, d.masked, d.in_group_stats, d.reason = False, False, False, why
+        kept = sum(1 for c, why in zip(candidates, reasons) if c and not why)
+        factor = snr_loss_scale(kept, sum(candidates), cfg.snr_loss_scaling)
+        for k in members:
+            scale[rows_of[k]] = factor
+    return scale
+
+
+def _weights(table, recipe: dict, g: kit.GroupIndex, contributes: np.ndarray) -> np.ndarray:
+    """Each row's loss weight w_i under `grpo.loss_aggregation`, normalised within its step (a step is a batch)."""
+    import torch
+
+    from evo.train.cost import episode_token_budget
+    from evo.train.objective import trajectory_weights
+
+    mode = (recipe.get("grpo") or {}).get("loss_aggregation", "paper")
+    tokens = kit.col(table, "num_tokens", np.int64) if kit.has(table, "num_tokens") else np.ones(table.num_rows, np.int64)
+    budget = episode_token_budget(recipe) if (recipe.get("rollout") or {}).get("max_new_tokens") else max(int(tokens.max(initial=1)), 1)
+    steps = kit.col(table, "step", np.int64)
+    out = np.zeros(table.num_rows)
+    for step in np.unique(steps):
+        rows = np.flatnonzero(steps == step)
+        out[rows] = trajectory_weights(torch.from_numpy(g.gid[rows]), torch.from_numpy(contributes[rows]), mode=mode,
+                                       tokens=torch.from_numpy(tokens[rows]), token_budget=budget).numpy()
+    return out
+
+
 def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
-    """Totals, filter decisions and advantages of every stored trajectory under `recipe`."""
+    """Totals, filter decisions, advantages and loss weights of every stored trajectory under `recipe`."""
     import torch
 
     from evo.train.filters import FilterConfig, apply_filters
@@ -116,6 +166,10 @@ def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
         component_values = {cfg.std_component: [comp[r].tolist() for r in rows_of]}
     decisions = apply_filters([totals[r].tolist() for r in rows_of], component_values,
                               [[flags[i] for i in r] for r in rows_of], cfg)
+    scale = np.ones(len(totals))
+    if cfg.snr:
+        ranked_on = totals if cfg.snr_component == "total" else kit.col(table, f"reward/{cfg.snr_component}", np.float64)
+        scale = _snr(rows_of, decisions, ranked_on, g.step, cfg)
     kept = np.zeros(len(totals), bool)
     masked = np.zeros(len(totals), bool)
     in_stats = np.zeros(len(totals), bool)
@@ -130,11 +184,36 @@ def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
                 reasons[reason] = reasons.get(reason, 0) + 1
     grpo = recipe.get("grpo") or {}
     adv = group_advantages(torch.from_numpy(totals), torch.from_numpy(g.gid), torch.from_numpy(in_stats),
-                           scale_by_std=bool(grpo.get("scale_advantage_by_std", True))).numpy()  # (rows,)
+                           scale_by_std=bool(grpo.get("scale_advantage_by_std", True)),
+                           std=grpo.get("advantage_std", "population"),
+                           zero_spread=cfg.std_epsilon).numpy() * scale  # (rows,)
     dead = g.std(totals) <= DEAD_EPSILON  # (groups,)
     kept_groups = np.add.reduceat(kept[g.order].astype(np.int64), g.starts) > 0
+    tokens = kit.col(table, "num_tokens", np.int64) if kit.has(table, "num_tokens") else np.ones(len(totals), np.int64)
+    weights = _weights(table, recipe, g, kept & ~masked & (tokens > 0))
     return {"totals": totals, "kept": kept, "masked": masked, "advantages": adv, "dead": dead,
-            "kept_groups": kept_groups, "reasons": reasons}
+            "kept_groups": kept_groups, "reasons": reasons, "weights": weights, "tokens": tokens,
+            "loss_scale": float(scale.mean()), "aggregation": grpo.get("loss_aggregation", "paper")}
+
+
+def _length_split(table, r: dict) -> dict:
+    """How the policy-gradient weight w_i |A_i| splits between long and short responses (vs their step's median)."""
+    steps = kit.col(table, "step", np.int64)
+    tokens = r["tokens"].astype(np.float64)
+    long = np.zeros(len(tokens), bool)
+    live = r["weights"] > 0
+    for step in np.unique(steps):
+        rows = np.flatnonzero((steps == step) & live)
+        if len(rows):
+            long[rows] = tokens[rows] > np.median(tokens[rows])
+    push = r["weights"] * np.abs(r["advantages"])  # (rows,) the signal each trajectory carries in the loss
+    total = float(push.sum())
+    per_token = np.where(live, r["weights"] / np.maximum(tokens, 1.0), 0.0)  # (rows,) each token's weight
+    short = live & ~long
+    ratio = (float(per_token[long].mean() / per_token[short].mean())
+             if long.any() and short.any() and per_token[short].mean() > 0 else 1.0)
+    return {"long_response_signal_share": float(push[long].sum() / total) if total > 0 else 0.0,
+            "long_vs_short_token_weight": ratio}
 
 
 def _summary(r: dict) -> dict:
@@ -149,11 +228,20 @@ def _summary(r: dict) -> dict:
         "nonzero_advantage_frac": kit.frac(np.abs(adv) > 1e-12),
         "advantage_abs_mean": float(np.abs(adv).mean()),
         "drop_reasons": dict(sorted(r["reasons"].items())),
+        "loss_aggregation": r["aggregation"],
+        "loss_scale_mean": r["loss_scale"],
+        **r["length_split"],
     }
 
 
 def _sentence(before: dict, after: dict, pred: dict) -> str:
     parts = []
+    if before["loss_aggregation"] != after["loss_aggregation"]:
+        parts.append(f"loss aggregation {before['loss_aggregation']} -> {after['loss_aggregation']}: responses longer "
+                     f"than their step's median carry {before['long_response_signal_share']:.0%} -> "
+                     f"{after['long_response_signal_share']:.0%} of the policy-gradient weight, and a long response's "
+                     f"token weighs {before['long_vs_short_token_weight']:.2f}x -> "
+                     f"{after['long_vs_short_token_weight']:.2f}x a short one's")
     if before["dead_groups"]:
         parts.append(f"{pred['rescued_dead_groups_frac']:.0%} of dead groups regain non-zero spread "
                      f"({pred['rescued_dead_groups']} of {before['dead_groups']})")
@@ -190,7 +278,12 @@ def backtest(run_dir, change: dict, recipe: dict) -> dict:
     flags_cache: dict = {}
     before_r = replay(table, recipe, g, flags_cache)
     after_r = replay(table, candidate, g, flags_cache)
+    for r in (before_r, after_r):
+        r["length_split"] = _length_split(table, r)
     notes = []
+    if kit.has(table, "generation_batch") and table.num_rows and int(kit.col(table, "generation_batch").max()) > 0:
+        notes.append("the run refilled its steps (dynamic sampling): the replay sees every generation batch's "
+                     "groups; its trim to prompts_per_step live groups is not replayed")
     if kit.has(table, "reward"):
         mismatch = np.abs(before_r["totals"] - kit.col(table, "reward", np.float64)) > 1e-9
         if mismatch.any():
@@ -208,6 +301,12 @@ def backtest(run_dir, change: dict, recipe: dict) -> dict:
         "nonzero_advantage_frac_delta": after["nonzero_advantage_frac"] - before["nonzero_advantage_frac"],
         "reward_mean_delta": after["reward_mean"] - before["reward_mean"],
     }
+    message = _sentence(before, after, prediction)
+    refill = _refill_estimate(change, candidate, table, after_r, g)
+    if refill:
+        prediction["refill"] = refill
+        notes.append(refill["why"])
+        message = f"{refill['message']}; replayed on the stored batches: {message}"
     return {
         "run_dir": str(run.run_dir),
         "change": change,
@@ -216,6 +315,28 @@ def backtest(run_dir, change: dict, recipe: dict) -> dict:
         "before": before,
         "after": after,
         "prediction": prediction,
-        "message": _sentence(before, after, prediction),
+        "message": message,
         "notes": notes,
     }
+
+
+def _refill_estimate(change: dict, candidate: dict, table, after: dict, g: kit.GroupIndex) -> dict | None:
+    """Dynamic sampling cannot be replayed; estimate from the stored live-group share what a step would sample."""
+    touched = ((change.get("filters") or {}).get("std_group") or {}).keys() & set(NOT_REPLAYED)
+    std = (candidate.get("filters") or {}).get("std_group") or {}
+    if not touched or not (std.get("enabled") and std.get("refill")):
+        return None
+    live = after["kept_groups"]  # (groups,) a group that keeps a trajectory under the candidate's filters
+    share = kit.frac(live)
+    cap = int(std.get("max_generation_batches", 3))
+    wanted = int((candidate.get("rollout") or {}).get("prompts_per_step") or round(g.n_groups / max(len(np.unique(g.step)), 1)))
+    need = (1.0 / share) if share > 0 else float("inf")
+    expected = min(need, float(cap))
+    capped = need > cap
+    message = (f"refill is not replayable (it samples prompt batches the stored rollouts do not hold); at the stored "
+               f"live-group share {share:.0%} a step needs about {need:.1f} generation batches to hold {wanted} live "
+               f"groups (cap {cap}{': steps would stop short at about ' + format(share * cap * wanted, '.0f') + ' live groups' if capped else ''})")
+    return {"replayable": False, "live_group_share": share, "expected_generation_batches": expected,
+            "max_generation_batches": cap, "capped": bool(capped),
+            "why": "filters.std_group.refill is not replayed: it generates new prompt batches; the figures are an "
+                   "estimate from the stored share of live groups", "message": message}

@@ -216,6 +216,17 @@ def refill_reason(live_groups: int) -> str:
     return f"refill: the step already holds {live_groups} live groups"
 
 
+def snr_inputs(values_by_group: Sequence[Sequence[float]],
+               decisions_by_group: Sequence[Sequence[Decision]]) -> tuple[list[float], list[bool]]:
+    """Per group: the spread of `values` over its still-kept trajectories, and whether any is kept (a candidate)."""
+    spreads, candidates = [], []
+    for values, decisions in zip(values_by_group, decisions_by_group):
+        kept = [float(v) for v, d in zip(values, decisions) if d.kept]
+        spreads.append(spread(kept))
+        candidates.append(bool(kept))
+    return spreads, candidates
+
+
 def snr_decisions(spreads: Sequence[float], candidates: Sequence[bool], cfg: FilterConfig) -> list[str]:
     """The SNR filter over one step's groups: "" for a kept group, else its drop reason. Shapes follow `spreads`.
 

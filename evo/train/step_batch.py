@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-from evo.train.filters import (Decision, TrajectoryFlags, apply_filters, refill_reason, snr_decisions,
-                               snr_loss_scale, spread)
+from evo.train.filters import (Decision, TrajectoryFlags, apply_filters, refill_reason, snr_decisions, snr_inputs,
+                               snr_loss_scale)
 
 
 @dataclass
@@ -194,10 +194,11 @@ class StepSampler:
         component = self.cfg.snr_component
         values = rewards if component == "total" else [t.components[component] for t in trajs]
         spreads, candidates = [0.0] * slots, [0.0] * slots
-        for gid, group_rows in rows.items():
-            kept = [float(values[i]) for i in group_rows if decisions[i].kept]
-            spreads[gid], candidates[gid] = spread(kept), float(bool(kept))
-        both = self.ranks.all_sum(spreads + candidates)
+        mine = list(rows)
+        local = snr_inputs([[values[i] for i in rows[gid]] for gid in mine], [[decisions[i] for i in rows[gid]] for gid in mine])
+        for gid, s, c in zip(mine, *local):
+            spreads[gid], candidates[gid] = s, float(c)
+        both = self.ranks.all_sum(spreads + candidates)  # groups never span ranks: the sum is each group's own
         spreads, candidates = both[:slots], [c > 0 for c in both[slots:]]
         reasons = snr_decisions(spreads, candidates, self.cfg)
         for gid, group_rows in rows.items():

@@ -113,3 +113,51 @@ def test_run_without_rollouts(tmp_path, art):
     path = art.write_run(tmp_path / "evalonly", eval_t=art.eval_table({"t": [1]}))
     with pytest.raises(HarnessError, match="no rollouts.parquet"):
         backtest(path, {"filters": {"truncation_mask": True}}, RECIPE)
+
+
+def test_token_mean_moves_the_policy_gradient_weight_to_long_responses(art, tmp_path):
+    # One step, two groups: the right answers are the long ones.
+    rewards = np.array([1, 1, 0, 0, 1, 0, 0, 0], dtype=float)
+    tokens = [[1] * n for n in (9, 9, 3, 3, 8, 2, 2, 2)]
+    path = art.write_run(tmp_path / "long", rollouts_t=art.rollouts(n_steps=1, n_groups=2, rewards=rewards,
+                                                                   completion_tokens=tokens))
+    r = backtest(path, {"grpo": {"loss_aggregation": "token-mean"}}, RECIPE)
+    n = np.array([9, 9, 3, 3, 8, 2, 2, 2], dtype=float)
+    adv = np.concatenate([(rewards[:4] - 0.5) / (0.5 + 1e-6), (rewards[4:] - 0.25) / (np.sqrt(0.1875) + 1e-6)])
+    long = n > np.median(n)
+    for side, w in (("before", np.full(8, 1 / 8)), ("after", n / n.sum())):  # paper: 1 / (|G*| |g*|); token-mean: |T|/Σ|T|
+        push = w * np.abs(adv)
+        assert r[side]["long_response_signal_share"] == pytest.approx(push[long].sum() / push.sum())
+        assert r[side]["long_vs_short_token_weight"] == pytest.approx((w / n)[long].mean() / (w / n)[~long].mean())
+    assert r["after"]["long_vs_short_token_weight"] == pytest.approx(1.0)  # every token weighs the same
+    assert r["before"]["long_response_signal_share"] < r["after"]["long_response_signal_share"]
+    assert r["message"].startswith("loss aggregation paper -> token-mean: responses longer than their step's median carry")
+    assert r["before"]["dead_groups"] == r["after"]["dead_groups"] == 0
+
+
+def test_snr_filter_is_replayed_step_by_step(run):
+    change = {"filters": {"snr": {"enabled": True, "top_p": 0.5, "loss_scaling": "linear"}}}
+    r = backtest(run, change, RECIPE)
+    # steps 0-1: every group dead, dropped as zero spread; step 2: four groups of spread 0.5, two hold half of it
+    assert r["after"]["kept_groups"] == 2 and r["after"]["kept_trajectories"] == 8
+    assert r["after"]["drop_reasons"] == {"snr: spread": 8, "snr: zero": 32}
+    assert r["after"]["advantage_abs_mean"] == pytest.approx(8 * 0.5 / (0.5 + 1e-6) * 0.5 / 48)  # x kept ratio 2/4
+
+
+def test_advantage_std_sample_is_replayable(run):
+    r = backtest(run, {"grpo": {"advantage_std": "sample"}}, RECIPE)
+    sample_std = np.sqrt(4 * 0.25 / 3)  # [1, 0, 1, 0] divided by n - 1
+    assert r["after"]["advantage_abs_mean"] == pytest.approx(16 / 48 * 0.5 / (sample_std + 1e-6))
+
+
+def test_refill_is_not_replayable_and_says_so(run):
+    change = {"filters": {"std_group": {"enabled": True, "refill": True, "max_generation_batches": 3}}}
+    r = backtest(run, change, RECIPE)
+    refill = r["prediction"]["refill"]
+    assert refill["replayable"] is False and refill["live_group_share"] == pytest.approx(4 / 12)
+    assert refill["expected_generation_batches"] == pytest.approx(3.0) and not refill["capped"]
+    assert r["message"].startswith("refill is not replayable (it samples prompt batches the stored rollouts do not hold); "
+                                   "at the stored live-group share 33% a step needs about 3.0 generation batches to hold 4")
+    assert any("is not replayed" in note for note in r["notes"])
+    short = backtest(run, {"filters": {"std_group": {"enabled": True, "refill": True, "max_generation_batches": 2}}}, RECIPE)
+    assert short["prediction"]["refill"]["capped"] and "stop short at about 3 live groups" in short["message"]
