@@ -99,8 +99,9 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
         "expected_cost": expected_cost(current, new),
         "skill": skill.name,
     }
-    if factor.startswith(("reward", "filters")):
-        # Replayable from stored rollouts: hand the loop the nested patch evo.harness.backtest takes.
+    if factor.startswith(("reward", "filters")) or skill.backtest:
+        # Replayable from stored rollouts (reward, filters, or a skill that declares a backtest, e.g. a loss
+        # aggregation): hand the loop the nested patch evo.harness.backtest takes.
         backtest: dict = {}
         for path in sorted(set(touched)):
             backtest = set_path(backtest, path, get_path(new, path))

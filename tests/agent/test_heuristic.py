@@ -55,6 +55,21 @@ CASES = {
              "signal/clip_frac_high_last": 0.0},
         {"version/continuation_measured": 1, "version/continuation_z": 3.0, "signal/kl_last": 0.01,
          "signal/clip_frac_high_last": 0.0}, "grpo.num_iterations"),
+    # trainer levers (issue: loss aggregation, dynamic sampling, SNR filtering, model-judge rewards)
+    "token-mean-aggregation": (
+        {}, {"signal/length_advantage_corr_abs": 0.62, "signal/length_cv_in_groups": 0.5},
+        {"signal/length_advantage_corr_abs": 0.62, "signal/length_cv_in_groups": 0.05}, "grpo.loss_aggregation"),
+    "dynamic-sampling-refill": (
+        {"filters.std_group": {"enabled": True}}, {"signal/filter_dropped/std_group/spread": 0.55},
+        {"signal/filter_dropped/std_group/spread": 0.12}, "filters.std_group.refill"),
+    "snr-filter": (
+        {}, {"signal/weak_spread_group_frac": 0.5, "signal/spread_live_groups": 40},
+        {"signal/weak_spread_group_frac": 0.05, "signal/spread_live_groups": 40}, "filters.snr"),
+    "model-judge-bonus": (
+        {"rollout.max_new_tokens": 64, "reward.model_judge": {"rubric": "judges/rubric.md", "endpoint": "http://127.0.0.1:8000/v1"}},
+        {"signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/model_judge": 0.5, "behavior/truncated_frac": 0.0},
+        {"signal/dead_group_ratio": 0.6, "signal/spread_in_dead_groups/model_judge": 0.05, "behavior/truncated_frac": 0.0},
+        "reward.terms"),
 }
 
 
@@ -367,3 +382,27 @@ def test_a_plateau_at_a_high_clip_fraction_leads_to_a_learning_rate_candidate(ki
     proposal = _propose(settings, make_ctx(kit.diagnosis(plateau)))  # every built-in skill
     assert proposal is not None and proposal.manifest["factor"] == "grpo.learning_rate"
     assert proposal.manifest["change_to"] == pytest.approx(proposal.manifest["change_from"] * 0.5)
+
+
+@pytest.mark.parametrize("name, changes", [
+    ("model-judge-bonus", {"rollout.max_new_tokens": 64}),  # the evidence, but no judge in the recipe
+    ("dynamic-sampling-refill", {}),  # the StdGroupFilter is off: nothing to refill
+    ("token-mean-aggregation", {"grpo.loss_aggregation": "token-mean"}),  # already a token mean
+])
+def test_lever_skills_need_their_recipe_precondition(name, changes, kit, make_ctx, worktree, settings):
+    kit.set_recipe(worktree, **changes)
+    ctx = make_ctx(kit.diagnosis(CASES[name][1]), skills=[kit.skill_named(name)])
+    assert _propose(settings, ctx) is None
+
+
+@pytest.mark.parametrize("name, backtest", [
+    ("token-mean-aggregation", {"grpo": {"loss_aggregation": "token-mean"}}),  # an objective change, replayable
+    ("snr-filter", {"filters": {"snr": {"enabled": True, "top_p": 0.9, "include_zero": False, "loss_scaling": "none",
+                                        "component": "total"}}}),
+    ("dynamic-sampling-refill", {"filters": {"std_group": {"refill": True}}}),  # the backtest says it cannot replay it
+])
+def test_lever_manifests_carry_the_patch_the_backtest_replays(name, backtest, kit, make_ctx, worktree, settings):
+    changes, fires, _, _ = CASES[name]
+    kit.set_recipe(worktree, **changes)
+    proposal = _propose(settings, make_ctx(kit.diagnosis(fires), skills=[kit.skill_named(name)]))
+    assert proposal.manifest["backtest"] == backtest
