@@ -213,7 +213,7 @@ def apply_filters(
 
 def refill_reason(live_groups: int) -> str:
     """Why a live group of a later generation batch does not train: the step already has its groups."""
-    return f"refill: the step already holds {live_groups} live groups"
+    return f"refill: surplus, the step already holds {live_groups} live groups"
 
 
 def snr_inputs(values_by_group: Sequence[Sequence[float]],

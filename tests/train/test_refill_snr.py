@@ -92,7 +92,7 @@ def test_refill_trains_a_full_batch_of_live_groups_and_records_every_batch(refil
         assert len(live) == 4  # prompts_per_step live groups train
         for (s, g), rs in _groups(mine).items():
             if g not in live:
-                assert all(r["filter_reason"].startswith(("std_group: spread", "refill: the step already holds"))
+                assert all(r["filter_reason"].startswith(("std_group: spread", "refill: surplus, the step already holds"))
                            for r in rs)
                 assert all(r["advantage"] == 0.0 for r in rs)  # exactly, not a float residue
         assert len({r["task_id"] for r in mine}) == count * 4  # later batches draw fresh prompts
