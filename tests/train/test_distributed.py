@@ -106,6 +106,29 @@ def test_two_ranks_train_exactly_the_one_rank_step(one_rank, two_ranks_ddp):
     assert sorted(p.name for p in two_ranks_ddp.iterdir()) == sorted(p.name for p in one_rank.iterdir())
 
 
+def test_two_ranks_match_one_rank_under_the_trainer_levers(tmp_path):
+    """token-mean, sample std, refill and the SNR filter: every count they divide by or rank over is all-reduced."""
+    recipe = dp_recipe(**{"grpo.loss_aggregation": "token-mean", "grpo.advantage_std": "sample",
+                          "rollout.temperature": 0.8, "filters.std_group.enabled": True,
+                          "filters.std_group.refill": True, "filters.std_group.max_generation_batches": 3,
+                          "filters.snr": {"enabled": True, "top_p": 0.5, "loss_scaling": "sqrt"}})
+    one, two = tmp_path / "one", tmp_path / "two"
+    train_recipe(recipe, one, version="v1", progress=False)
+    run_training(recipe, two, version="v1", progress=False, nproc=2)
+    (m1,), (m2,) = read_metrics(one / "metrics.jsonl"), read_metrics(two / "metrics.jsonl")
+    assert m1["signal/generation_batches"] > 1 and m1["signal/snr_kept_ratio"] < 1  # both levers acted
+    for k in m1:
+        if not k.startswith("time/"):
+            assert m1[k] == pytest.approx(m2[k], rel=1e-4, abs=1e-6), k
+    rows1 = pq.read_table(one / "rollouts.parquet").to_pylist()
+    rows2 = pq.read_table(two / "rollouts.parquet").to_pylist()
+    assert {r["rank"] for r in rows2} == {0, 1}
+    for a, b in zip(rows1, rows2):
+        assert {k: v for k, v in a.items() if k not in STATS + ("rank",)} == \
+               {k: v for k, v in b.items() if k not in STATS + ("rank",)}
+    assert _max_diff(_weights(one), _weights(two)) <= 1e-5
+
+
 def test_fsdp2_under_an_outside_torchrun_trains_the_same_step(one_rank, tmp_path):
     """`torchrun ... evo train` (the CLI as each rank) with grpo.fsdp: FSDP2 shards, same update, rank 0 reports."""
     path = tmp_path / "recipe.yaml"
