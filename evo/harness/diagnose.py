@@ -17,22 +17,16 @@ not run, and the diagnosis says so.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from evo.errors import HarnessError
+from evo.fileio import write_atomic
 from evo.harness import digest, isolation, loader
 from evo.harness.context import DIAGNOSIS_FILE, AnalyzerContext, RunArtifacts
 from evo.resources import resource_dir
 from evo.schemas import validate
 
 DIGEST_FILE = "diagnosis.md"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, analyzer_dirs=None, settings=None,
@@ -72,8 +66,8 @@ def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, ana
     validate(diag, "diagnosis", source=DIAGNOSIS_FILE, error_cls=HarnessError)
     out = Path(out_dir) if out_dir is not None else ctx.run_dir
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out / DIAGNOSIS_FILE, json.dumps(diag, indent=2) + "\n")
-    _write_atomic(out / DIGEST_FILE, digest.markdown(diag))
+    write_atomic(out / DIAGNOSIS_FILE, json.dumps(diag, indent=2) + "\n")
+    write_atomic(out / DIGEST_FILE, digest.markdown(diag))
     return diag
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable
 
+from evo.fileio import jsonable
 from evo.harness.kit import LAYERS, MAX_EVIDENCE_ROWS, SEVERITIES, finding
 
 LAYER_ORDER = {layer: i for i, layer in enumerate(LAYERS)}
@@ -159,7 +160,7 @@ def _check_finding(item: Any, default_layer: str) -> dict:
     if not isinstance(rows, (list, tuple)) or not isinstance(values, dict):
         raise BadResult(f"finding {item['id']!r}: evidence.rows must be a list and evidence.values a dict")
     return {"id": item["id"], "layer": layer, "severity": item["severity"], "message": item["message"].strip().splitlines()[0],
-            "evidence": {"rows": [str(r) for r in list(rows)[:MAX_EVIDENCE_ROWS]], "values": _jsonable(values)}}
+            "evidence": {"rows": [str(r) for r in list(rows)[:MAX_EVIDENCE_ROWS]], "values": jsonable(values)}}
 
 
 def _check_veto(item: Any, audit_name: str) -> dict:
@@ -168,20 +169,7 @@ def _check_veto(item: Any, audit_name: str) -> dict:
     evidence = item.get("evidence") or {}
     if not isinstance(evidence, dict):
         raise BadResult("veto evidence must be a dict")
-    return {"audit": str(item.get("audit") or audit_name), "message": item["message"], "evidence": _jsonable(evidence)}
-
-
-def _jsonable(value: Any) -> Any:
-    """Numpy scalars and arrays into plain JSON types (analyzers often return them)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "tolist"):
-        return _jsonable(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+    return {"audit": str(item.get("audit") or audit_name), "message": item["message"], "evidence": jsonable(evidence)}
 
 
 def _fail(result: AnalyzerResult, exc: BaseException) -> AnalyzerResult:

@@ -45,7 +45,7 @@ def _raw(file: str, result, out) -> dict:
     """What crosses the channel: the declarations and the output as JSON (non-finite metrics named, not sent)."""
     import math
 
-    from evo.harness.loader import _jsonable
+    from evo.fileio import jsonable
 
     if isinstance(out, dict) and isinstance(out.get("metrics"), dict):
         metrics, dropped = {}, []
@@ -59,7 +59,7 @@ def _raw(file: str, result, out) -> dict:
         if dropped:
             out["note"] = "; ".join(filter(None, [str(out.get("note") or ""), f"dropped non-finite metrics: {', '.join(sorted(dropped))}"]))
     return {"file": file, "name": result.name, "layer": result.layer, "audit": result.audit, "status": result.status,
-            "error": result.error, "seconds": result.seconds, "output": _jsonable(out) if out is not None else None}
+            "error": result.error, "seconds": result.seconds, "output": jsonable(out) if out is not None else None}
 
 
 def main() -> None:

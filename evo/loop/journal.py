@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evo.errors import WorkspaceError
+from evo.fileio import write_json
 
 # Fault injection for the resumption tests: EVO_FAULT_KILL_AT=<phase> kills the
 # process with SIGKILL when that phase starts; <phase>:end kills it after the
@@ -32,13 +33,7 @@ def _now() -> str:
 
 
 def _atomic_write(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_json(data, path, fsync=True)  # a resumed step trusts the journal: durable before the rename
 
 
 def fault_point(phase: str, when: str) -> None:

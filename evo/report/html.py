@@ -13,13 +13,13 @@ run leaves the previous report intact.
 
 from __future__ import annotations
 
+from evo import fileio
+
 import base64
 import gzip
 import json
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from evo.errors import EvoError
@@ -112,17 +112,9 @@ def render(model: dict) -> str:
 
 
 def write_atomic(path: Path, text: str) -> int:
-    """Write `text` to `path` through a temporary file in the same folder; returns the size in bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the page atomically (`evo.fileio`); returns its size in bytes."""
     raw = text.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    fileio.write_atomic(path, raw)
     return len(raw)
 
 

@@ -7,10 +7,11 @@ still writes the documented column types; readers (the harness) never guess.
 from __future__ import annotations
 
 import json
-import math
-import os
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from evo.fileio import jsonable, replaced
+from evo.fileio import write_json as _write_json
 
 ROLLOUT_BASE_COLUMNS = (
     ("traj_id", "string"), ("version", "string"), ("step", "int32"), ("group", "int32"), ("sample", "int32"),
@@ -68,9 +69,8 @@ def write_table(rows: list[dict], schema, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     columns = {f.name: [r.get(f.name) for r in rows] for f in schema}
     table = pa.table(columns, schema=schema)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with replaced(path) as tmp:
+        pq.write_table(table, tmp)
     return path
 
 
@@ -82,32 +82,15 @@ def concat_parquet(parts: Iterable[Path], schema, path: str | Path) -> Path:
     path = Path(path)
     tables = [pq.read_table(p, schema=schema) for p in parts]
     table = pa.concat_tables(tables) if tables else schema.empty_table()
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with replaced(path) as tmp:
+        pq.write_table(table, tmp)
     return path
-
-
-def _clean(value):
-    """JSON-safe values: NaN/inf become None (valid JSON), numpy scalars plain numbers."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def write_json(data: dict, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_clean(data), indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    """JSON artifacts (eval.json, summary.json): NaN/inf as null, numpy scalars as numbers, written atomically."""
+    return _write_json(data, path)
+
 
 
 def read_json_if(path: str | Path) -> dict | None:
@@ -121,7 +104,7 @@ def read_json_if(path: str | Path) -> dict | None:
 
 def append_metrics(metrics: dict, path: str | Path) -> None:
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(_clean(metrics)) + "\n")
+        fh.write(json.dumps(jsonable(metrics)) + "\n")
 
 
 def read_metrics(path: str | Path) -> list[dict]:
