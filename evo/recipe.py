@@ -123,3 +123,27 @@ def set_path(recipe: dict, dotted_path: str, value: Any) -> dict:
             raise ConfigError(f"recipe: {dotted_path}: {part!r} is not a mapping; cannot set a key under it")
     node[parts[-1]] = value
     return out
+
+
+_MISSING = object()
+
+
+def leaf_diff(before: Any, after: Any, prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """Dotted path -> (before, after) for every leaf that differs; a missing side is None.
+
+    The one recipe diff (the guard, the heuristic, `evo diff`). Lists are leaves
+    (`reward.terms` changes as one value); 8 and 8.0 are the same value.
+    """
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: dict[str, tuple[Any, Any]] = {}
+        for key in list(before) + [k for k in after if k not in before]:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            out.update(leaf_diff(before.get(key, _MISSING), after.get(key, _MISSING), path))
+        return out
+    if before is _MISSING and after is _MISSING:
+        return {}
+    if before is _MISSING or after is _MISSING or before != after or type(before) is not type(after):
+        if before == after and {type(before), type(after)} <= {int, float}:
+            return {}  # 8 vs 8.0 is not a change a user would call one
+        return {prefix: (None if before is _MISSING else before, None if after is _MISSING else after)}
+    return {}

@@ -1,34 +1,16 @@
 """Compare two recipes key by key, and say what changed in one readable line.
 
 Both the heuristic (to name its factor and change) and the candidate guard (to
-check that the declared factor matches the diff) use the same leaf diff, so a
-proposal that the heuristic makes always passes the guard's factor check.
-Lists are leaves: `reward.terms` changes as one value.
+check that the declared factor matches the diff) use the same leaf diff
+(`evo.recipe.leaf_diff`, which `evo diff` uses too), so a proposal that the
+heuristic makes always passes the guard's factor check.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-_MISSING = object()
-
-
-def leaf_diff(before: Any, after: Any, prefix: str = "") -> dict[str, tuple[Any, Any]]:
-    """Dotted path -> (before, after) for every leaf that differs; a missing side is None."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        out: dict[str, tuple[Any, Any]] = {}
-        for key in list(before) + [k for k in after if k not in before]:
-            path = f"{prefix}.{key}" if prefix else str(key)
-            out.update(leaf_diff(before.get(key, _MISSING), after.get(key, _MISSING), path))
-        return out
-    if before is _MISSING and after is _MISSING:
-        return {}
-    if before is _MISSING or after is _MISSING or before != after or type(before) is not type(after):
-        if before == after and {type(before), type(after)} <= {int, float}:
-            return {}  # 8 vs 8.0 is not a change a user would call one
-        return {prefix: (None if before is _MISSING else before, None if after is _MISSING else after)}
-    return {}
-
+from evo.recipe import leaf_diff  # noqa: F401 - the one recipe diff, re-exported for the agent side
 
 def covers(factor: str, path: str) -> bool:
     """Whether a change at recipe `path` is part of the declared `factor` (same key or under it)."""

@@ -9,7 +9,7 @@ per-stratum values from `evaluated`, the judged headline) with deltas.
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evo.errors import ConfigError, VersionError
 
@@ -17,16 +17,6 @@ if TYPE_CHECKING:
     from evo.lineage.store import Lineage
 
 HARNESS_DIRS = ("analyzers/", "skills/", "trainer_prompts/")
-
-
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """{'grpo.eps_high': 0.27, ...}; lists stay whole values."""
-    if isinstance(node, dict) and node:
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: node} if prefix else {}
 
 
 def _effective(text: str, source: str) -> dict:
@@ -42,21 +32,18 @@ def _effective(text: str, source: str) -> dict:
 
 
 def recipe_changes(text_a: str, text_b: str, a: str, b: str) -> list[dict]:
-    """Changed keys of the *effective* recipes: a key one version sets and the other
-    leaves at its default shows the default, not None."""
+    """Changed keys of the *effective* recipes (`evo.recipe.leaf_diff`, the guard's diff): a key
+    one version sets and the other leaves at its default shows the default, not None."""
+    from evo.recipe import leaf_diff
+
     try:
-        flat_a = flatten(_effective(text_a, f"{a}:recipe.yaml")) if text_a else {}
-        flat_b = flatten(_effective(text_b, f"{b}:recipe.yaml")) if text_b else {}
+        eff_a = _effective(text_a, f"{a}:recipe.yaml") if text_a else {}
+        eff_b = _effective(text_b, f"{b}:recipe.yaml") if text_b else {}
     except ConfigError:
         return []  # the text diff still shows what changed
-    missing = object()
-    out = []
-    for key in sorted(set(flat_a) | set(flat_b)):
-        va, vb = flat_a.get(key, missing), flat_b.get(key, missing)
-        if va != vb:
-            out.append({"key": key, a: None if va is missing else va, b: None if vb is missing else vb,
-                        "change": "added" if va is missing else "removed" if vb is missing else "changed"})
-    return out
+    return [{"key": key, a: va, b: vb,
+             "change": "added" if va is None else "removed" if vb is None else "changed"}
+            for key, (va, vb) in sorted(leaf_diff(eff_a, eff_b).items())]
 
 
 def _numstat(lin: "Lineage", ha: str, hb: str) -> list[dict]:
