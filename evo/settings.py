@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from evo.errors import ConfigError
@@ -38,3 +39,17 @@ def artifact_root(root: str | Path, settings: dict) -> Path:
 def artifact_dir(root: str | Path, settings: dict, version: str) -> Path:
     """Run artifacts of `version` (`base` holds the untrained base model's evaluation)."""
     return artifact_root(root, settings) / version
+
+
+@lru_cache(maxsize=512)
+def _spec(pattern: str):
+    import pathspec
+
+    # Anchored at the workspace root: `recipe.yaml` is the root's, not any folder's (gitignore would match both).
+    return pathspec.GitIgnoreSpec.from_lines([pattern if pattern.startswith("/") else "/" + pattern])
+
+
+def path_matches(path: str, pattern: str) -> bool:
+    """Whether a workspace path matches a `paths.allowed` / `paths.protected` glob (gitignore syntax, rooted:
+    `*` stays within a folder, `**` crosses folders). The candidate guard and the tampering audit both ask here."""
+    return _spec(pattern).match_file(path.replace("\\", "/").removeprefix("./"))

@@ -24,13 +24,11 @@ never part of the diff.
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
 from evo.agent.manifest import normalize_manifest
 from evo.agent.recipe_diff import covers, leaf_diff
 from evo.errors import AgentError, ConfigError
 from evo.recipe import normalize_recipe, parse_recipe
+from evo.settings import path_matches
 
 BOOKKEEPING = ("skills/", "memory/")
 SCRATCH = ".evo/"
@@ -38,31 +36,8 @@ HARNESS_RECIPE_PREFIX = "eval."
 CONTINUE = "continue"  # the factor of a continue-training candidate
 
 
-@lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> re.Pattern:
-    """`**` matches across folders, `*` and `?` within one path segment."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
 def glob_match(path: str, pattern: str) -> bool:
-    return bool(_glob_regex(pattern).match(path))
+    return path_matches(path, pattern)
 
 
 def _reject(reason: str) -> AgentError:

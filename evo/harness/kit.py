@@ -408,14 +408,14 @@ def trend(ctx, metrics_key: str, rollout_column: str | None = None) -> tuple[flo
 
 
 def glob_match(path: str, pattern: str) -> bool:
-    """Match a repository path against a glob where `*` stays within a folder and `**` crosses folders.
+    """Match a repository path against a `paths.protected`-style glob (`evo.settings.path_matches`).
 
     The candidate guard's matcher, so the tampering audit and the guard never
     disagree on what `paths.protected` covers.
     """
-    from evo.agent.guard import glob_match as guard_glob_match
+    from evo.settings import path_matches
 
-    return guard_glob_match(path.removeprefix("./"), pattern)
+    return path_matches(path, pattern)
 
 
 def empty() -> dict[str, Any]:
