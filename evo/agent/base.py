@@ -14,7 +14,15 @@ from typing import Any, Protocol
 
 from evo.errors import AgentError
 
-BACKENDS = ("heuristic", "claude", "command")
+def _backend_names() -> tuple[str, ...]:
+    from evo.schemas import load_schema
+
+    return tuple(load_schema("settings")["properties"]["agent"]["properties"]["backend"]["enum"])
+
+
+# The backends are named once, in the settings schema (agent.backend); each lives in evo.agent.<name>,
+# whose module-level BACKEND is its class. Adding one is a module and a name, no if-chain.
+BACKENDS = _backend_names()
 
 
 def zero_usage() -> dict:
@@ -60,17 +68,9 @@ class Agent(Protocol):
 
 def get_agent(settings: dict, backend: str | None = None) -> Agent:
     """The backend named by `backend` or `settings["agent"]["backend"]` (heuristic by default)."""
+    import importlib
+
     name = backend or settings.get("agent", {}).get("backend") or "heuristic"
-    if name == "heuristic":
-        from evo.agent.heuristic import HeuristicAgent
-
-        return HeuristicAgent(settings)
-    if name == "claude":
-        from evo.agent.claude import ClaudeAgent
-
-        return ClaudeAgent(settings)
-    if name == "command":
-        from evo.agent.command import CommandAgent
-
-        return CommandAgent(settings)
-    raise AgentError(f"unknown agent backend {name!r}; use one of {', '.join(BACKENDS)} (evo.yaml agent.backend or --agent)")
+    if name not in BACKENDS:
+        raise AgentError(f"unknown agent backend {name!r}; use one of {', '.join(BACKENDS)} (evo.yaml agent.backend or --agent)")
+    return importlib.import_module(f"evo.agent.{name}").BACKEND(settings)

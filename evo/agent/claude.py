@@ -126,3 +126,6 @@ class ClaudeAgent:
             return None
         return Proposal(manifest=manifest, usage=dict(self.last_usage), denied=list(denied),
                         notes=[f"claude: {result.num_turns} turns, {len(denied)} tool calls denied"])
+
+
+BACKEND = ClaudeAgent  # evo.agent.base.get_agent looks it up by module name

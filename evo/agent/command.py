@@ -77,3 +77,6 @@ class CommandAgent:
         if manifest is None:
             return None
         return Proposal(manifest=manifest, usage=dict(self.last_usage), notes=[f"command {self.argv[0]} exited 0"])
+
+
+BACKEND = CommandAgent  # evo.agent.base.get_agent looks it up by module name

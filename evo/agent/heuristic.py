@@ -202,3 +202,6 @@ class HeuristicAgent:
         write_manifest(worktree, manifest)
         notes.append(f"chose {chosen.reason}")
         return Proposal(manifest=manifest, usage=zero_usage(), notes=notes)
+
+
+BACKEND = HeuristicAgent  # evo.agent.base.get_agent looks it up by module name
