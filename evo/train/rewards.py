@@ -4,7 +4,9 @@
 
 Every component is stored per trajectory in rollouts.parquet (`reward/<name>`),
 so a backtest can recombine them under different `reward.terms` with these same
-functions, without generating again.
+functions, without generating again. Besides the domain's components, a recipe
+with `reward.model_judge` has `model_judge`, a judge model's rubric score
+(`evo.train.judge_model`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from evo.errors import ConfigError
 def check_terms(terms: Sequence[Mapping], available: Sequence[str], *, source: str = "recipe.yaml") -> None:
     """Raise ConfigError when a term names a component the domain does not emit."""
     for i, term in enumerate(terms):
+        if term["name"] == "model_judge" and term["name"] not in available:
+            raise ConfigError(f"{source}: reward.terms[{i}].name: 'model_judge' is scored by a judge model; set "
+                              "reward.model_judge (a rubric file and an endpoint or a local model) to train on it")
         if term["name"] not in available:
             raise ConfigError(
                 f"{source}: reward.terms[{i}].name: {term['name']!r} is not a component this domain emits; "

@@ -184,3 +184,10 @@ def test_training_stores_the_judge_component_and_skips_groups_it_could_not_judge
     judge = np.array([r["reward/model_judge"] for r in rows])
     base = np.array([r["reward/correctness"] + 0.5 * r["reward/partial_credit"] for r in rows])
     assert result["after"]["reward_mean"] == pytest.approx(float((base + 0.5 * judge).mean()))
+
+
+def test_a_model_judge_term_without_a_judge_is_a_one_line_error(tmp_path):
+    recipe = small_recipe(**{"reward.terms": [{"name": "correctness"}, {"name": "model_judge", "weight": 0.1}]})
+    with pytest.raises(ConfigError, match=r"reward.terms\[1\].name: 'model_judge' is scored by a judge model; set reward.model_judge"):
+        train_recipe(recipe, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "checkpoint").exists()
