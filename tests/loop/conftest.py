@@ -6,14 +6,11 @@ once per session; tests that only read it, or extend it, work on copies.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # loop_support, for the test modules
 
-from loop_support import FAST_SETTINGS, evo, init_workspace, lineage_fingerprint  # noqa: E402
+from loop_support import FAST_SETTINGS, evo, init_workspace, lineage_fingerprint
 
 
 @pytest.fixture(scope="session")

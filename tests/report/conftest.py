@@ -7,14 +7,12 @@ this workspace (or a copy).
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # report_support, wandb_records for the test modules
 
-from report_support import evo, evo_json, fast_search, init_workspace, patch_settings  # noqa: E402
+from report_support import evo, evo_json, fast_search, init_workspace, patch_settings
 
 
 @pytest.fixture(scope="session")

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
 
-from loop_support import EVO, evo, evo_json, init_workspace, patch_settings  # noqa: E402,F401
+from loop_support import EVO, evo, evo_json, init_workspace, patch_settings  # noqa: F401
 
 
 def fast_search() -> dict:

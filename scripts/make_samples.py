@@ -1,6 +1,6 @@
 """Regenerate the sample task files shipped for the math, code and swe domains.
 
-    python evo/data/domains/make_samples.py            # rewrites */train.jsonl, */validation.jsonl
+    python scripts/make_samples.py            # rewrites */train.jsonl, */validation.jsonl
 
 Math problems are drawn from templates with a fixed seed and their answers
 computed here (fractions, sympy for roots), never typed by hand. Code tasks
@@ -20,7 +20,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "evo" / "data" / "domains"  # the shipped sample splits
 
 
 # ---- math ----------------------------------------------------------------------------------
