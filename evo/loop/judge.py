@@ -26,6 +26,11 @@ from pathlib import Path
 
 from evo.harness import stats
 from evo.harness.compare import compare_runs
+from evo.loop import runs as R
+from evo.loop import versions as V
+from evo.loop.runs import Plan
+from evo.settings import artifact_dir
+from evo.vocabulary import event_id
 
 SCHEMA = 2  # judged events with `attributed` / `progress`; schema 1 events carry one comparison with the parent
 HEADLINE_KEYS = ("metric", "value", "baseline_value", "delta", "ci_low", "ci_high", "p_value", "noise_floor",
@@ -73,3 +78,37 @@ def continuation_of(parent_runs_fixed: Path, control_runs: list[Path], *, noise:
     """What continuing the parent's own recipe gave: the control against the parent's checkpoint."""
     cmp = compare_runs(control_runs, parent_runs_fixed, B=B, noise=noise, parent_seeds=None)
     return {"outcome": cmp["outcome"], "headline": headline_of(cmp), "reasons": cmp.get("reasons", [])}
+
+
+def judge(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | None) -> dict:
+    """The judge phase: diagnose the version, check its evidence, compare, record `diagnosed` + `judged`."""
+    diag = ws.diagnose(version, plan.recipe, out_dir=artifact_dir(ws.root, ws.settings, version))
+    records = ws.lineage.read_all()
+    baseline = parent or V.BASE
+    control_runs = None
+    key = None
+    if plan.control:
+        steps = plan.control_steps
+        key = R.control_key(steps, plan.seeds[0])
+        control_runs = [R.control_dir(ws.root, ws.settings, parent, R.control_key(steps, s)) for s in plan.seeds]
+    confounded = plan.kind == "policy" and not plan.control
+    candidate_runs = R.run_dirs(ws.root, ws.settings, records[version])
+    if plan.kind == "bootstrap":
+        candidate_runs = candidate_runs[:len(plan.seeds)]  # calibration replicates measure noise, not v0
+    baseline_run = artifact_dir(ws.root, ws.settings, baseline)
+    tampered = R.verify_runs(ws.root, ws.settings, records, candidate_runs + [baseline_run] + (control_runs or []))
+    if tampered:  # evidence that no longer matches its recorded sha256 is a veto, whatever it says
+        diag.setdefault("audits", {}).setdefault("vetoes", []).extend(
+            {"audit": "evidence_integrity", "message": line, "evidence": {}} for line in tampered)
+    judged = judge_runs(version, candidate_runs, baseline_run,
+                        baseline=baseline, control_runs=control_runs, control_key=key, confounded=confounded,
+                        noise=R.workspace_noise(records), diagnosis=diag,
+                        B=int(ws.settings["search"]["bootstrap_samples"]))
+    judged["id"] = event_id(version, "judged")
+    ws.lineage.append_event(version, {
+        "id": event_id(version, "diagnosed"), "event": "diagnosed", "version": version,
+        "harness_version": diag.get("harness_version"), "findings": diag["counts"],
+        "vetoed": bool(judged["vetoes"]),
+    })
+    ws.lineage.append_event(version, judged)
+    return judged

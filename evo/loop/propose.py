@@ -1,268 +1,230 @@
-"""The agent side of a step: propose (with an optional harness revision), commit,
-backtest, and the dry run that does the same in a throw-away candidate.
+"""The agent side of a step: propose (with an optional harness revision), commit, backtest.
 
-A mixin of `StepRunner` (evo/loop/step.py), split out to keep each file about
-one thing: here, everything between the parent's diagnosis and the gate.
+Everything between the parent's diagnosis and the gate. `propose` asks the
+agent (or takes a person's edit on main, or, when nothing is proposed and no
+continuation of the parent was measured, proposes measuring one); it checks
+what an untrusted agent changed outside its worktree (`evo.loop.tamper`) and
+what it changed inside (`evo.agent.guard`). `commit` records the version with
+its trailers and `created` event; `backtest` replays the parent's rollouts
+under a reward or filter change.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 from evo.errors import AgentError
-from evo.loop import gate as gating
-from evo.loop import runs as R
 from evo.loop import tamper
 from evo.loop import versions as V
 from evo.loop.journal import fault_point
-from evo.loop.report import StepReport, describe
-from evo.loop.runs import Plan
+from evo.loop.report import describe
 from evo.recipe import parse_recipe
 from evo.settings import artifact_dir
 from evo.vocabulary import event_id
 
 
-class ProposalPhases:
-    """propose -> commit -> backtest, and the dry run.
+def propose(ws, version: str, parent: str, parent_recipe: dict, diag_ref: dict, human: dict | None = None) -> dict:
+    from evo.agent import AgentContext, get_agent, zero_usage
+    from evo.agent.guard import check_candidate
+    from evo.agent.memory import Memory
+    from evo.agent.skills import load_skills
 
-    Needs `root`, `settings`, `lineage`, `say`, `agent_backend`, `_diagnose_parent` and `_diagnosis_ref`.
+    worktree = ws.lineage.create_version(version, [parent])
+    ws.lineage.reset_worktree(version)  # a killed propose may have left half an edit
+    if human:
+        return _human_proposal(ws, version, parent, parent_recipe, Path(worktree), human)
+    records = ws.lineage.read_all()
+    diagnosis = json.loads(Path(diag_ref["path"]).read_text())
+    last = V.last_transition(records)
+    agent = get_agent(ws.settings, backend=ws.agent_backend)
+    ctx = AgentContext(
+        phase="reflect" if last and last.get("outcome") in ("mixed", "insufficient") and not last["reflected"] else "propose",
+        harness_revised=False,
+        root=ws.root, worktree=Path(worktree), version=version, parent=parent,
+        domain=parent_recipe["domain"]["name"], recipe=parent_recipe, diagnosis=diagnosis,
+        last_outcome=last, lineage=V.lineage_summaries(records),
+        memory=Memory.load(ws.root), skills=load_skills(ws.root),
+        settings=ws.settings,
+    )
+    manifests, usage = [], zero_usage()
+    recipe_before = parent_recipe
+    seen: dict[str, str] = {}  # path -> content digest after the previous proposal
+    violation = None
+    trusted = agent.name == "heuristic"  # the shipped offline agent; every other backend is checked
+    before = None if trusted else tamper.snapshot(ws.lineage, ws.root, ws.settings, parent)
+    for attempt in range(2):
+        ws.say(f"agent ({agent.name}): {ctx.phase}")
+        proposal = agent.propose(ctx)
+        if before is not None:
+            outside, main_paths = tamper.changes(ws.lineage, ws.root, ws.settings, before)
+            if outside:
+                ws.lineage.restore_main_paths(main_paths)
+                if proposal is not None:
+                    manifests.append(proposal.manifest)
+                elif not manifests:
+                    manifests.append(_tampering_manifest(outside))
+                violation = "candidate rejected: the agent changed what lies outside its worktree: " + "; ".join(outside)
+                break
+        if proposal is None:
+            break
+        for key in usage:
+            usage[key] += proposal.usage.get(key, 0) or 0
+        # Only what this proposal changed: paths whose content moved since the previous one.
+        changed = [p for p in ws.lineage.worktree_changes(version)
+                   if _digest(Path(worktree) / p) != seen.get(p)]
+        recipe_text = (Path(worktree) / "recipe.yaml").read_text()
+        if attempt == 1 and not changed and proposal.manifest.get("kind") != "continue":
+            break  # asked again after its harness revision, the agent changed nothing more: it proposes nothing
+        manifests.append(proposal.manifest)
+        try:
+            check_candidate(changed, proposal.manifest, recipe_before, recipe_text, ws.settings)
+        except AgentError as exc:
+            violation = str(exc)
+            break
+        seen.update({p: _digest(Path(worktree) / p) for p in changed})
+        if proposal.manifest.get("kind") != "harness" or attempt == 1:
+            break
+        # A harness revision: re-diagnose the parent with the revised harness, then ask again.
+        recipe_before = parse_recipe(recipe_text)
+        rediag = ws.diagnose_parent(parent, parent_recipe, tree=Path(worktree),
+                                       out_dir=artifact_dir(ws.root, ws.settings, version) / "rediagnosis")
+        ctx.diagnosis, ctx.harness_revised, ctx.phase = rediag, True, "propose"
+    if not manifests:
+        return _plateau_or_measure(ws, version, parent, parent_recipe, records, diagnosis, usage)
+    return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
+
+
+def _human_proposal(ws, version: str, parent: str, parent_recipe: dict, worktree: Path, human: dict) -> dict:
+    """A person's commits on main, taken as this step's candidate: judged like any agent's, same guard.
+
+    The files the commits changed are copied from main into the version's
+    worktree; the manifest says whose change it is and quotes the commits.
     """
+    from evo.agent import zero_usage
+    from evo.agent.guard import check_candidate
+    from evo.agent.manifest import normalize_manifest
+    from evo.agent.recipe_diff import common_factor, format_change, leaf_diff
 
-    def _propose(self, version: str, parent: str, parent_recipe: dict, diag_ref: dict, human: dict | None = None) -> dict:
-        from evo.agent import AgentContext, get_agent, zero_usage
-        from evo.agent.guard import check_candidate
-        from evo.agent.memory import Memory
-        from evo.agent.skills import load_skills
-
-        worktree = self.lineage.create_version(version, [parent])
-        self.lineage.reset_worktree(version)  # a killed propose may have left half an edit
-        if human:
-            return self._human_proposal(version, parent, parent_recipe, Path(worktree), human)
-        records = self.lineage.read_all()
-        diagnosis = json.loads(Path(diag_ref["path"]).read_text())
-        last = V.last_transition(records)
-        agent = get_agent(self.settings, backend=self.agent_backend)
-        ctx = AgentContext(
-            phase="reflect" if last and last.get("outcome") in ("mixed", "insufficient") and not last["reflected"] else "propose",
-            harness_revised=False,
-            root=self.root, worktree=Path(worktree), version=version, parent=parent,
-            domain=parent_recipe["domain"]["name"], recipe=parent_recipe, diagnosis=diagnosis,
-            last_outcome=last, lineage=V.lineage_summaries(records),
-            memory=Memory.load(self.root), skills=load_skills(self.root),
-            settings=self.settings,
-        )
-        manifests, usage = [], zero_usage()
-        recipe_before = parent_recipe
-        seen: dict[str, str] = {}  # path -> content digest after the previous proposal
-        violation = None
-        trusted = agent.name == "heuristic"  # the shipped offline agent; every other backend is checked
-        before = None if trusted else tamper.snapshot(self.lineage, self.root, self.settings, parent)
-        for attempt in range(2):
-            self.say(f"agent ({agent.name}): {ctx.phase}")
-            proposal = agent.propose(ctx)
-            if before is not None:
-                outside, main_paths = tamper.changes(self.lineage, self.root, self.settings, before)
-                if outside:
-                    self.lineage.restore_main_paths(main_paths)
-                    if proposal is not None:
-                        manifests.append(proposal.manifest)
-                    elif not manifests:
-                        manifests.append(_tampering_manifest(outside))
-                    violation = "candidate rejected: the agent changed what lies outside its worktree: " + "; ".join(outside)
-                    break
-            if proposal is None:
-                break
-            for key in usage:
-                usage[key] += proposal.usage.get(key, 0) or 0
-            # Only what this proposal changed: paths whose content moved since the previous one.
-            changed = [p for p in self.lineage.worktree_changes(version)
-                       if _digest(Path(worktree) / p) != seen.get(p)]
-            recipe_text = (Path(worktree) / "recipe.yaml").read_text()
-            if attempt == 1 and not changed and proposal.manifest.get("kind") != "continue":
-                break  # asked again after its harness revision, the agent changed nothing more: it proposes nothing
-            manifests.append(proposal.manifest)
-            try:
-                check_candidate(changed, proposal.manifest, recipe_before, recipe_text, self.settings)
-            except AgentError as exc:
-                violation = str(exc)
-                break
-            seen.update({p: _digest(Path(worktree) / p) for p in changed})
-            if proposal.manifest.get("kind") != "harness" or attempt == 1:
-                break
-            # A harness revision: re-diagnose the parent with the revised harness, then ask again.
-            recipe_before = parse_recipe(recipe_text)
-            rediag = self._diagnose_parent(parent, parent_recipe, tree=Path(worktree),
-                                           out_dir=artifact_dir(self.root, self.settings, version) / "rediagnosis")
-            ctx.diagnosis, ctx.harness_revised, ctx.phase = rediag, True, "propose"
-        if not manifests:
-            return self._plateau_or_measure(version, parent, parent_recipe, records, diagnosis, usage)
-        return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
-
-    def _human_proposal(self, version: str, parent: str, parent_recipe: dict, worktree: Path, human: dict) -> dict:
-        """A person's commits on main, taken as this step's candidate: judged like any agent's, same guard.
-
-        The files the commits changed are copied from main into the version's
-        worktree; the manifest says whose change it is and quotes the commits.
-        """
-        from evo.agent import zero_usage
-        from evo.agent.guard import check_candidate
-        from evo.agent.manifest import normalize_manifest
-        from evo.agent.recipe_diff import common_factor, format_change, leaf_diff
-
-        for rel in human["paths"]:
-            text = self.lineage.main_file(rel)
-            target = worktree / rel
-            if text is None:
-                target.unlink(missing_ok=True)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, encoding="utf-8")
-        changed = self.lineage.worktree_changes(version)
-        recipe_text = (worktree / "recipe.yaml").read_text()
-        violation, diff = None, {}
-        try:
-            diff = leaf_diff(parent_recipe, parse_recipe(recipe_text, source="recipe.yaml on main"))
-        except Exception as exc:  # noqa: BLE001 - an invalid edit is the guard's to word
-            violation = f"candidate rejected: your edit's recipe is invalid: {exc}"
-        files = [p for p in changed if p != "recipe.yaml" and not p.startswith(("memory/", "skills/"))]
-        if diff:
-            factor = common_factor(list(diff)) or sorted(diff)[0]  # two factors: the guard names the second
-            kind = "harness" if factor.startswith("eval.") else "policy"
-            change = format_change(diff)
+    for rel in human["paths"]:
+        text = ws.lineage.main_file(rel)
+        target = worktree / rel
+        if text is None:
+            target.unlink(missing_ok=True)
         else:
-            factor = files[0] if len(files) == 1 else (files[0].split("/")[0] if files else "recipe.yaml")
-            kind, change = "harness", f"edited {', '.join(files) or 'nothing'}"
-        commits = "; ".join(f"{sha[:12]} {subject!r}" for sha, subject in human["commits"])
-        manifest = normalize_manifest({
-            "kind": kind, "factor": factor, "change": change,
-            "hypothesis": f"A person's edit on main since {parent}'s promotion ({commits}).",
-            "evidence": {"findings": [], "metrics": {}},
-            "predicted_effect": "as its author intends; judged against the counterfactual control like any candidate",
-            "expected_cost": "the parent's training budget under the edited recipe",
-        }, source="your edit on main")
-        if violation is None:
-            try:
-                check_candidate(changed, manifest, parent_recipe, recipe_text, self.settings)
-            except AgentError as exc:
-                violation = str(exc)
-        return {"status": "proposed", "manifests": [manifest], "usage": zero_usage(), "agent": "human",
-                "violation": violation}
-
-    def _plateau_or_measure(self, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,
-                            usage: dict) -> dict:
-        """The agent proposes nothing: stop only on a measured plateau, else measure one.
-
-        A plateau is measured when continuing the parent's own recipe (its
-        control, or a continue-training child) has been judged against it. If
-        it never was, the loop itself proposes that continuation: stopping while
-        the policy may still be learning would leave the gain on the table.
-        """
-        measured = V.continuations(records, parent)
-        slope_t = (diagnosis.get("metrics") or {}).get("signal/reward_slope_t")
-        curve = ("" if slope_t is None else
-                 f"; training reward slope t = {slope_t:.1f} ({'still rising' if slope_t >= 2 else 'flat within its noise' if abs(slope_t) < 2 else 'falling'})")
-        if not measured:
-            steps = int(parent_recipe["grpo"]["steps"])
-            manifest = {
-                "kind": "continue", "factor": "continue",
-                "change": f"continue {parent}'s recipe for {steps} more steps",
-                "hypothesis": "No lever's trigger fires and no continuation of this version has been measured: "
-                              f"train its recipe further to measure whether the policy is still learning{curve}.",
-                "evidence": {"findings": [], "metrics": {} if slope_t is None else {"signal/reward_slope_t": slope_t}},
-                "predicted_effect": "score/avg_at_k rises beyond the noise floor while the policy is still learning; "
-                                    "otherwise the plateau is measured and the loop stops",
-                "expected_cost": f"{steps} training steps of the parent's recipe", "skill": None,
-            }
-            from evo.agent.manifest import normalize_manifest
-
-            return {"status": "proposed", "manifests": [normalize_manifest(manifest, source="loop manifest")],
-                    "usage": usage, "agent": "loop", "violation": None}
-        last = measured[-1]
-        floor = f", noise floor ±{last['noise_floor']:.4f}" if last.get("noise_floor") else ""
-        text = (f"continuing {parent}'s recipe ({last['via']}) gave Δ {last['delta']:+.4f} "
-                f"[{last['ci_low']:+.4f}, {last['ci_high']:+.4f}]{floor}: {last['outcome']}{curve}")
-        reason = ("plateau measured: " + text if last["outcome"] != "improvement" else
-                  f"the last continuation improved ({text}) but no further intervention applies")
-        return {"status": "nothing", "reason": reason,
-                "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t}}
-
-    def _commit(self, version: str, parent: str, proposal: dict) -> dict:
-        manifests = proposal["manifests"]
-        primary = manifests[-1]
-        message = f"{version}: {describe(primary)}\n\n{primary.get('hypothesis', '')}".strip()
-        sha = self.lineage.commit_version(version, message, intervention=primary.get("factor"))
-        fault_point("commit", "mid")  # committed, no event yet: resume must not commit twice
-        self.lineage.append_event(version, {
-            "id": event_id(version, "created"), "event": "created", "version": version,
-            "parents": [parent], "branch": f"evo/{version}", "commit": sha,
-            "intervention": primary, "harness_revision": manifests[0] if len(manifests) > 1 else None,
-            "agent": proposal["agent"], "usage": proposal["usage"],
-        })
-        for m in manifests:
-            if m.get("skill"):
-                self.lineage.append_event(version, {
-                    "id": event_id(version, "skill_used", m["skill"]), "event": "skill_used",
-                    "version": version, "skill": m["skill"], "domain": self.settings["domain"],
-                })
-        if proposal.get("violation"):
-            self.lineage.append_event(version, {
-                "id": event_id(version, "rejected"), "event": "rejected", "version": version,
-                "reason": proposal["violation"], "by": "guard",
-            })
-        return {"commit": sha}
-
-    def _backtest(self, version: str, parent: str, parent_recipe: dict, manifests: list[dict]) -> dict | None:
-        change = next((m["backtest"] for m in manifests if m.get("backtest")), None)
-        if not change:
-            return None
-        from evo.harness.backtest import backtest
-
-        result = backtest(artifact_dir(self.root, self.settings, parent), change, parent_recipe)
-        self.lineage.append_event(version, {
-            "id": event_id(version, "backtested"), "event": "backtested", "version": version,
-            "change": change, "prediction": {k: v for k, v in result.items() if k != "message"},
-            "message": result.get("message", ""),
-        })
-        return result
-
-    # ---------------------------------------------------------------- dry run
-    def _dry_run_untrained(self, head: str) -> StepReport:
-        recipe = V.recipe_of(self.lineage, head)
-        est = gating.estimate(recipe, self.settings).as_dict()
-        return StepReport(status="dry-run", version=head, estimate=est,
-                          intervention="(none: the baseline must be trained first)",
-                          message=f"the next step would first train baseline {head}")
-
-    def _dry_run(self, head: str, human: dict | None = None) -> StepReport:
-        """Diagnose and propose in a throw-away candidate, estimate its cost, discard it."""
-        version = self.lineage.next_version()
-        parent_recipe = V.recipe_of(self.lineage, head)
-        diag = self._diagnosis_ref(head, parent_recipe)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    changed = ws.lineage.worktree_changes(version)
+    recipe_text = (worktree / "recipe.yaml").read_text()
+    violation, diff = None, {}
+    try:
+        diff = leaf_diff(parent_recipe, parse_recipe(recipe_text, source="recipe.yaml on main"))
+    except Exception as exc:  # noqa: BLE001 - an invalid edit is the guard's to word
+        violation = f"candidate rejected: your edit's recipe is invalid: {exc}"
+    files = [p for p in changed if p != "recipe.yaml" and not p.startswith(("memory/", "skills/"))]
+    if diff:
+        factor = common_factor(list(diff)) or sorted(diff)[0]  # two factors: the guard names the second
+        kind = "harness" if factor.startswith("eval.") else "policy"
+        change = format_change(diff)
+    else:
+        factor = files[0] if len(files) == 1 else (files[0].split("/")[0] if files else "recipe.yaml")
+        kind, change = "harness", f"edited {', '.join(files) or 'nothing'}"
+    commits = "; ".join(f"{sha[:12]} {subject!r}" for sha, subject in human["commits"])
+    manifest = normalize_manifest({
+        "kind": kind, "factor": factor, "change": change,
+        "hypothesis": f"A person's edit on main since {parent}'s promotion ({commits}).",
+        "evidence": {"findings": [], "metrics": {}},
+        "predicted_effect": "as its author intends; judged against the counterfactual control like any candidate",
+        "expected_cost": "the parent's training budget under the edited recipe",
+    }, source="your edit on main")
+    if violation is None:
         try:
-            proposal = self._propose(version, head, parent_recipe, diag, human)
-            report = StepReport(status="dry-run", version=version, parents=[head])
-            if proposal["status"] == "nothing":
-                report.message = proposal["reason"]
-                return report
-            manifests = proposal["manifests"]
-            kind = report.describe_proposal(manifests)
-            if proposal.get("violation"):
-                report.message = f"the candidate would be rejected: {proposal['violation']}"
-            recipe = parse_recipe((Path(self.lineage.worktree_path(version)) / "recipe.yaml").read_text())
-            control = self.settings["search"]["control"] == "continue" and kind == "policy"
-            plan = Plan(kind, recipe, R.seeds_for(recipe, self.settings), control=control,
-                        control_steps=R.control_steps(parent_recipe, recipe, manifests[-1].get("factor")))
-            cost = self._estimate(plan, head, parent_recipe)
-            report.estimate = cost.as_dict()
-            if gating.needs_approval(cost, self.settings):
-                report.message = (report.message + "; " if report.message else "") + "it would wait for approval"
-            return report
-        finally:
-            self.lineage.discard_version(version)
-            shutil.rmtree(artifact_dir(self.root, self.settings, version), ignore_errors=True)
+            check_candidate(changed, manifest, parent_recipe, recipe_text, ws.settings)
+        except AgentError as exc:
+            violation = str(exc)
+    return {"status": "proposed", "manifests": [manifest], "usage": zero_usage(), "agent": "human",
+            "violation": violation}
+
+
+def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,
+                        usage: dict) -> dict:
+    """The agent proposes nothing: stop only on a measured plateau, else measure one.
+
+    A plateau is measured when continuing the parent's own recipe (its
+    control, or a continue-training child) has been judged against it. If
+    it never was, the loop itself proposes that continuation: stopping while
+    the policy may still be learning would leave the gain on the table.
+    """
+    measured = V.continuations(records, parent)
+    slope_t = (diagnosis.get("metrics") or {}).get("signal/reward_slope_t")
+    curve = ("" if slope_t is None else
+             f"; training reward slope t = {slope_t:.1f} ({'still rising' if slope_t >= 2 else 'flat within its noise' if abs(slope_t) < 2 else 'falling'})")
+    if not measured:
+        steps = int(parent_recipe["grpo"]["steps"])
+        manifest = {
+            "kind": "continue", "factor": "continue",
+            "change": f"continue {parent}'s recipe for {steps} more steps",
+            "hypothesis": "No lever's trigger fires and no continuation of this version has been measured: "
+                          f"train its recipe further to measure whether the policy is still learning{curve}.",
+            "evidence": {"findings": [], "metrics": {} if slope_t is None else {"signal/reward_slope_t": slope_t}},
+            "predicted_effect": "score/avg_at_k rises beyond the noise floor while the policy is still learning; "
+                                "otherwise the plateau is measured and the loop stops",
+            "expected_cost": f"{steps} training steps of the parent's recipe", "skill": None,
+        }
+        from evo.agent.manifest import normalize_manifest
+
+        return {"status": "proposed", "manifests": [normalize_manifest(manifest, source="loop manifest")],
+                "usage": usage, "agent": "loop", "violation": None}
+    last = measured[-1]
+    floor = f", noise floor ±{last['noise_floor']:.4f}" if last.get("noise_floor") else ""
+    text = (f"continuing {parent}'s recipe ({last['via']}) gave Δ {last['delta']:+.4f} "
+            f"[{last['ci_low']:+.4f}, {last['ci_high']:+.4f}]{floor}: {last['outcome']}{curve}")
+    reason = ("plateau measured: " + text if last["outcome"] != "improvement" else
+              f"the last continuation improved ({text}) but no further intervention applies")
+    return {"status": "nothing", "reason": reason,
+            "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t}}
+
+
+def commit(ws, version: str, parent: str, proposal: dict) -> dict:
+    manifests = proposal["manifests"]
+    primary = manifests[-1]
+    message = f"{version}: {describe(primary)}\n\n{primary.get('hypothesis', '')}".strip()
+    sha = ws.lineage.commit_version(version, message, intervention=primary.get("factor"))
+    fault_point("commit", "mid")  # committed, no event yet: resume must not commit twice
+    ws.lineage.append_event(version, {
+        "id": event_id(version, "created"), "event": "created", "version": version,
+        "parents": [parent], "branch": f"evo/{version}", "commit": sha,
+        "intervention": primary, "harness_revision": manifests[0] if len(manifests) > 1 else None,
+        "agent": proposal["agent"], "usage": proposal["usage"],
+    })
+    for m in manifests:
+        if m.get("skill"):
+            ws.lineage.append_event(version, {
+                "id": event_id(version, "skill_used", m["skill"]), "event": "skill_used",
+                "version": version, "skill": m["skill"], "domain": ws.settings["domain"],
+            })
+    if proposal.get("violation"):
+        ws.lineage.append_event(version, {
+            "id": event_id(version, "rejected"), "event": "rejected", "version": version,
+            "reason": proposal["violation"], "by": "guard",
+        })
+    return {"commit": sha}
+
+
+def backtest(ws, version: str, parent: str, parent_recipe: dict, manifests: list[dict]) -> dict | None:
+    change = next((m["backtest"] for m in manifests if m.get("backtest")), None)
+    if not change:
+        return None
+    from evo.harness.backtest import backtest
+
+    result = backtest(artifact_dir(ws.root, ws.settings, parent), change, parent_recipe)
+    ws.lineage.append_event(version, {
+        "id": event_id(version, "backtested"), "event": "backtested", "version": version,
+        "change": change, "prediction": {k: v for k, v in result.items() if k != "message"},
+        "message": result.get("message", ""),
+    })
+    return result
 
 
 def _tampering_manifest(outside: list[str]) -> dict:

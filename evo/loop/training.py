@@ -1,0 +1,181 @@
+"""The phases that spend compute: gate -> control -> run (-> replicates) -> evaluate.
+
+`gate` estimates every run the step will train and waits for approval above
+the threshold. `control` trains (or reuses) the parent's counterfactual
+continuation (`evo.loop.runs`), `run` the version itself — or nothing, for a
+harness revision or a continuation that reuses its control's run — and
+`replicates` its other training seeds (for v0, the noise-floor calibration).
+`evaluate` records the version's Avg@k. Each records what it trained, with
+the artifacts' sha256, in the lineage.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evo.loop import gate as gating
+from evo.loop import runs as R
+from evo.loop import versions as V
+from evo.loop.journal import Journal, fault_point
+from evo.loop.runs import Plan
+from evo.settings import artifact_dir, artifact_root
+from evo.vocabulary import event_id
+
+
+def estimate(ws, plan: Plan, parent: str | None, parent_recipe: dict | None) -> gating.CostEstimate:
+    """Every run this step trains: the version under each seed, the missing control runs, calibration."""
+    runs = []
+    if plan.trains:
+        runs += [plan.recipe] * (len(plan.seeds) + len(plan.calibration))
+    if plan.control or plan.kind == "continue":
+        have = R.control_events(ws.lineage.read_all().get(parent))
+        runs += [R.control_recipe(parent_recipe, plan.control_steps, s) for s in plan.seeds
+                 if R.control_key(plan.control_steps, s) not in have]
+    return gating.estimate_runs(runs, ws.settings, eval_recipe=plan.recipe if not plan.trains else None)
+
+
+def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
+    """Record the gate event; False while the version waits for `evo approve`."""
+    journal.begin("gate")
+    events = [e.get("event") for e in ws.lineage.events(version)]
+    threshold = float(ws.settings["gate"]["approval_above_gpu_hours"])
+    approved = estimate["gpu_hours"] <= threshold or "approved" in events
+    status = "approved" if approved else "awaiting-approval"
+    ws.lineage.append_event(version, {
+        "id": event_id(version, "gated", status), "event": "gated", "version": version,
+        "estimate": estimate, "threshold": threshold, "status": status,
+    })
+    if not approved:
+        ws.say(f"{version} awaits approval: estimated {estimate['gpu_hours']:.3f} GPU-h > {threshold:g}")
+        return False
+    journal.complete("gate", {"estimate": estimate, "status": status})
+    return True
+
+
+def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None) -> dict:
+    """One training run, on `run.nproc` data-parallel processes when evo.yaml says so (resumable either way).
+
+    From a parent's checkpoint the run continues the parent's prompt schedule
+    (`V.schedule_end`): more steps see new prompts, as a longer run would.
+    """
+    from evo.train.launch import run_training
+
+    run = ws.settings["run"]
+    offset = V.schedule_end(ws.lineage.read_all(), parent) if parent else 0
+    res = run_training(recipe, out, init_checkpoint=init, version=version, progress=ws.progress,
+                       nproc=int(run["nproc"]), launcher=run["launcher"], step_offset=offset)
+    return res.summary
+
+
+def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> dict:
+    """Train (or reuse) the parent's continuation under this candidate's schedule, one run per seed."""
+    from evo.loop.judge import continuation_of
+
+    steps = plan.control_steps
+    init = V.checkpoint_of(ws.root, ws.settings, parent)
+    reused, trained = [], []
+    for seed in plan.seeds:
+        key = R.control_key(steps, seed)
+        if key in R.control_events(ws.lineage.record(parent)):
+            reused.append(key)
+            continue
+        out = R.control_dir(ws.root, ws.settings, parent, key)
+        recipe = R.control_recipe(parent_recipe, steps, seed)
+        ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
+        summary = train(ws, recipe, out, init, f"{parent}~{key}", parent)
+        fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
+        ws.diagnose(parent, parent_recipe, out_dir=out, run_dir=out)
+        runs = [R.control_dir(ws.root, ws.settings, parent, R.control_key(steps, s))
+                for s in plan.seeds if s <= seed]
+        continuation = continuation_of(artifact_dir(ws.root, ws.settings, parent), runs,
+                                       noise=R.workspace_noise(ws.lineage.read_all()),
+                                       B=int(ws.settings["search"]["bootstrap_samples"]))
+        ev = R.eval_summary(out)
+        ws.lineage.append_event(parent, {
+            "id": event_id(parent, "control", key), "event": "control", "version": parent, "key": key,
+            "steps": steps, "seed": seed, "for": version, "run": str(out.relative_to(artifact_root(ws.root, ws.settings))),
+            "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"],
+            "per_stratum": ev.get("per_stratum", {}), "continuation": continuation,
+            "estimate": gating.estimate(recipe, ws.settings).as_dict(), "grpo_steps": steps,
+            "metrics": summary.get("final", {}),
+        })
+        trained.append(key)
+    return {"reused": reused, "trained": trained}
+
+
+def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | None = None) -> dict:
+    out = artifact_dir(ws.root, ws.settings, version)
+    if plan.kind == "harness":
+        V.write_link(ws.root, ws.settings, version, parent)
+        return {"checkpoint": V.checkpoint_of(ws.root, ws.settings, parent), "trained": False}
+    if plan.kind == "continue":  # the continuation is the control's run: reuse it, train nothing
+        steps = plan.control_steps
+        sources = [R.control_dir(ws.root, ws.settings, parent, R.control_key(steps, s)) for s in plan.seeds]
+        targets = [out] + [R.replicate_dir(ws.root, ws.settings, version, s) for s in plan.seeds[1:]]
+        for source, target in zip(sources, targets):
+            R.clone_run(source, target)
+            if plan.recipe["eval"] != parent_recipe["eval"]:  # a harness revision changed the measurement
+                from evo.train.evaluate import evaluate
+
+                evaluate(target / "checkpoint", plan.recipe, target)
+        summary = json.loads((out / "summary.json").read_text())
+        from_control = R.control_key(steps, plan.seeds[0])
+    else:
+        init = None if parent is None else V.checkpoint_of(ws.root, ws.settings, parent)
+        summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, init, version, parent)
+        from_control = None
+    trained = {
+        "id": event_id(version, "trained"), "event": "trained", "version": version,
+        "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
+        "from_control": from_control,
+        "schedule": {"offset": int(summary.get("step_offset") or 0), "steps": int(summary.get("steps") or 0)},
+        # what this event trained: nothing for a continuation that reuses its control's run
+        "estimate": {} if from_control else gating.estimate(plan.recipe, ws.settings).as_dict(),
+        "grpo_steps": 0 if from_control else int(plan.recipe["grpo"]["steps"]),
+    }
+    if parent is None:  # the baseline: the base model's evaluation it is judged against, hashed too
+        trained["baseline_artifacts"] = R.artifact_list(artifact_dir(ws.root, ws.settings, V.BASE))
+    ws.lineage.append_event(version, trained)
+    if plan.kind != "bootstrap":
+        replicates(ws, version, plan, parent)
+    return {"checkpoint": str(out / "checkpoint"), "trained": True}
+
+
+def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
+    """The version's recipe under its other training seeds (and, for v0, the calibration seeds)."""
+    done = R.replicate_events(ws.lineage.record(version))
+    init = None if parent is None else V.checkpoint_of(ws.root, ws.settings, parent)
+    for seed in plan.seeds[1:] + plan.calibration:
+        if seed in done:
+            continue
+        out = R.replicate_dir(ws.root, ws.settings, version, seed)
+        recipe = R.with_seed(plan.recipe, seed)
+        if plan.kind != "continue":
+            ws.say(f"replicate: {version} under seed {seed}")
+            train(ws, recipe, out, init, version, parent)
+        ev = R.eval_summary(out)
+        ws.lineage.append_event(version, {
+            "id": event_id(version, "replicated", f"seed-{seed}"), "event": "replicated", "version": version,
+            "seed": seed, "run": str(out.relative_to(artifact_root(ws.root, ws.settings))),
+            "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"], "per_stratum": ev.get("per_stratum", {}),
+            "estimate": {} if plan.kind == "continue" else gating.estimate(recipe, ws.settings).as_dict(),
+            "grpo_steps": 0 if plan.kind == "continue" else int(recipe["grpo"]["steps"]),
+            "calibration": seed in plan.calibration,
+        })
+    return {"seeds": plan.seeds[1:] + plan.calibration}
+
+
+def evaluate(ws, version: str, plan: Plan, ran: dict) -> dict:
+    out = artifact_dir(ws.root, ws.settings, version)
+    ev = R.eval_summary(out) if ran.get("trained") and (out / "eval.json").exists() else None
+    if ev is None:  # train_recipe evaluates its final checkpoint; a harness-only version does not train
+        from evo.train.evaluate import evaluate
+
+        ev = evaluate(ran["checkpoint"], plan.recipe, out)
+    ws.lineage.append_event(version, {
+        "id": event_id(version, "evaluated"), "event": "evaluated", "version": version,
+        "avg_at_k": ev["avg_at_k"], "k": ev["k"], "n_tasks": ev["n_tasks"],
+        "per_stratum": ev.get("per_stratum", {}), "artifacts": R.artifact_list(out, names=R.EVAL_FILES),
+    })
+    return {"avg_at_k": ev["avg_at_k"]}
