@@ -36,6 +36,14 @@ def artifact_root(root: str | Path, settings: dict) -> Path:
     return base if base.is_absolute() else Path(root) / base
 
 
+PLOTS_DIR = "plots"  # a version's PNG plots (evo plot) inside its artifact folder; `evo pr vN` lists them
+
+
+def plots_dir(root: str | Path, settings: dict, version: str) -> Path:
+    """Where `evo plot vN` writes vN's PNGs (and `evo pr vN` finds them)."""
+    return artifact_dir(root, settings, version) / PLOTS_DIR
+
+
 def artifact_dir(root: str | Path, settings: dict, version: str) -> Path:
     """Run artifacts of `version` (`base` holds the untrained base model's evaluation)."""
     return artifact_root(root, settings) / version

@@ -7,7 +7,6 @@ layer analyzer uses against the parent and the promoted head.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 

@@ -30,8 +30,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
-from evo.harness.loader import AnalyzerFile, AnalyzerResult, BadResult, check_output
+from evo.harness.loader import AnalyzerFile, AnalyzerResult, BadResult, check_output, discover, prepare, split_by_trust
 
 MAX_LINE = 8 * 1024 * 1024  # one analyzer's result; past it the analyzer is stopped
 STDERR_TAIL = 2000
@@ -224,3 +225,30 @@ def _validated(f: AnalyzerFile, raw: dict) -> AnalyzerResult:
         result.status, result.error = "error", str(exc)
         result.metrics, result.findings, result.vetoes = {}, [], []
     return result
+
+
+def load_analyzers(dirs: Iterable[str | Path], settings: dict | None = None) -> tuple[list[dict], list[dict]]:
+    """Import every analyzer in `dirs` without running it (for `evo validate` and CI).
+
+    Importing is running: a workspace's own files are imported in a confined
+    process (`evo.harness.isolation`, mode "load"), the shipped ones here.
+    Returns (analyzers, problems): [{name, path, layer, audit, overrides}] and
+    [{file, error}] for files that fail to import or break the contract.
+    """
+    files = discover(dirs)
+    trusted, untrusted, refused = split_by_trust(files)
+    results = {f.name: prepare(f)[0] for f in trusted}
+    if untrusted:
+        results.update({r_file.name: r for r_file, r in zip(untrusted, run_isolated(
+            untrusted, {}, Limits.from_settings(settings), mode="load"))})
+    analyzers, problems = [], []
+    for f in files:
+        result = results[f.name]
+        if f in refused:
+            problems.append({"file": str(f.path), "error": f"replaces the built-in audit {f.name}; audits run from the shipped code"})
+        elif result.status == "error":
+            problems.append({"file": str(f.path), "error": result.error})
+        else:
+            analyzers.append({"name": result.name, "path": str(f.path), "layer": result.layer, "audit": result.audit,
+                              "overrides": str(f.overrides) if f.overrides else None})
+    return analyzers, problems

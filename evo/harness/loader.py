@@ -289,32 +289,3 @@ def run_all(files: list[AnalyzerFile], ctx) -> list[AnalyzerResult]:
     prepared = [prepare(f) for f in files]
     prepared.sort(key=lambda p: (p[0].audit, LAYER_ORDER.get(p[0].layer, -1), p[0].name))
     return [execute(result, module, ctx) if module is not None else result for result, module in prepared]
-
-
-def load_analyzers(dirs: Iterable[str | Path], settings: dict | None = None) -> tuple[list[dict], list[dict]]:
-    """Import every analyzer in `dirs` without running it (for `evo validate` and CI).
-
-    Importing is running: a workspace's own files are imported in a confined
-    process (`evo.harness.isolation`, mode "load"), the shipped ones here.
-    Returns (analyzers, problems): [{name, path, layer, audit, overrides}] and
-    [{file, error}] for files that fail to import or break the contract.
-    """
-    from evo.harness import isolation
-
-    files = discover(dirs)
-    trusted, untrusted, refused = split_by_trust(files)
-    results = {f.name: prepare(f)[0] for f in trusted}
-    if untrusted:
-        results.update({r_file.name: r for r_file, r in zip(untrusted, isolation.run_isolated(
-            untrusted, {}, isolation.Limits.from_settings(settings), mode="load"))})
-    analyzers, problems = [], []
-    for f in files:
-        result = results[f.name]
-        if f in refused:
-            problems.append({"file": str(f.path), "error": f"replaces the built-in audit {f.name}; audits run from the shipped code"})
-        elif result.status == "error":
-            problems.append({"file": str(f.path), "error": result.error})
-        else:
-            analyzers.append({"name": result.name, "path": str(f.path), "layer": result.layer, "audit": result.audit,
-                              "overrides": str(f.overrides) if f.overrides else None})
-    return analyzers, problems

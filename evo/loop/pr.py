@@ -14,8 +14,7 @@ from pathlib import Path
 
 from evo.errors import EvoError, VersionError
 from evo.vocabulary import Headline
-from evo.report.plots import plots_dir
-from evo.settings import artifact_dir
+from evo.settings import artifact_dir, plots_dir
 
 
 def _fmt_interval(h: dict) -> str:

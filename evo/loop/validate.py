@@ -17,7 +17,7 @@ def validate_workspace(root: Path) -> dict:
     Raises the first ConfigError found; returns what was checked.
     """
     from evo.agent.skills import load_skills
-    from evo.harness.loader import load_analyzers
+    from evo.harness.isolation import load_analyzers
 
     root = Path(root)
     checked = []

@@ -10,6 +10,8 @@ the object API with the Agg canvas (no pyplot state, no display needed).
 
 from __future__ import annotations
 
+from evo.settings import PLOTS_DIR, plots_dir  # noqa: F401 - where a version's PNGs live
+
 from pathlib import Path
 
 from evo.report.figures import MERGE_COLOUR, OUTCOME_COLOUR, PATH_COLOUR, STATE_STYLE
@@ -20,13 +22,6 @@ SIZE = (int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI))  # (width, height) in pixe
 OWN_COLOUR = "#d81b60"  # markers of the plotted version's own steps; used nowhere else in the pictures
 LINE_COLOUR = "#90a4ae"
 MARKER_LIMIT = 60  # steps per version drawn as markers; beyond, the line alone
-PLOTS_DIR = "plots"  # under a version's artifact folder; `evo pr vN` lists what is there
-
-
-def plots_dir(root, settings: dict, version: str) -> Path:
-    from evo.settings import artifact_dir
-
-    return artifact_dir(root, settings, version) / PLOTS_DIR
 
 
 def _figure(rows: int = 1, cols: int = 1):

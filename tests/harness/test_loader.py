@@ -6,7 +6,8 @@ import textwrap
 import pytest
 
 from evo.harness.diagnose import diagnose
-from evo.harness.loader import discover, harness_version, load_analyzers
+from evo.harness.isolation import load_analyzers
+from evo.harness.loader import discover, harness_version
 from evo.resources import resource_dir
 
 BUILTINS = resource_dir("analyzers")
