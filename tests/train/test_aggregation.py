@@ -133,3 +133,22 @@ def test_zero_spread_is_decided_with_the_filters_tolerance():
     assert torch.equal(exact[3:], residue[3:])
     assert group_advantages(rewards, groups, scale_by_std=False, zero_spread=1e-6)[:3].tolist() == [0.0] * 3
 
+
+
+def test_the_recipe_mode_reaches_the_update(tmp_path):
+    """One step of the embedded default under paper and under token-mean: the same rows, different parameters."""
+    import pyarrow.parquet as pq
+    from safetensors.torch import load_file
+
+    from evo.train.run import train_recipe
+
+    from .conftest import small_recipe
+
+    runs = {}
+    for mode in ("paper", "token-mean"):
+        out = tmp_path / mode
+        train_recipe(small_recipe(**{"seed": 0, "grpo.steps": 1, "grpo.loss_aggregation": mode}), out, progress=False)
+        runs[mode] = (load_file(str(out / "checkpoint" / "model.safetensors")), pq.read_table(out / "rollouts.parquet"))
+    (wp, rp), (wt, rt) = runs["paper"], runs["token-mean"]
+    assert rp.equals(rt)  # same samples, advantages and decisions: only the weights of the loss differ
+    assert max(float((wp[k] - wt[k]).abs().max()) for k in wp) > 1e-4
