@@ -68,6 +68,8 @@ def batch_tasks(tasks: list, seed: int, schedule: int, count: int, batch: int, u
 
 
 class StepSampler:
+    """Builds each step's StepBatch for one rank of a run (the recipe, domain, filters and judge fixed at start)."""
+
     def __init__(self, recipe: dict, env, components: list[str], terms: list[dict], filter_cfg, limits,
                  train_tasks: list, ranks, judge=None, token_budget: int | None = None):
         self.recipe, self.env, self.components, self.terms = recipe, env, components, terms
@@ -154,6 +156,8 @@ class StepSampler:
             rewards += part_rewards
             decisions += part_decisions
             batches += 1
+            if not self.cfg.refill:  # one batch, whatever it holds: no count needed (no collective either)
+                break
             mine = sum(self._is_live(rows[gid], decisions, trajs) for gid in part_groups)
             live += int(self.ranks.all_sum([mine])[0])
             if live >= wanted:
