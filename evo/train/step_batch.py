@@ -33,8 +33,15 @@ from dataclasses import dataclass
 
 import torch
 
-from evo.train.filters import (Decision, TrajectoryFlags, apply_filters, refill_reason, snr_decisions, snr_inputs,
-                               snr_loss_scale)
+from evo.train.filters import (
+    Decision,
+    TrajectoryFlags,
+    apply_filters,
+    refill_reason,
+    snr_decisions,
+    snr_inputs,
+    snr_loss_scale,
+)
 
 
 @dataclass

@@ -3,9 +3,9 @@
 A step: tasks → rollout → reward terms → filters → advantages → engine update →
 rollouts shard + metrics line; the first half (which prompt batches, what each
 trajectory weighs) is `evo.train.step_batch.StepSampler`, with dynamic
-sampling, the SNR filter and the loss aggregation's weights. Shards (`rollouts.parts/step-000012.parquet`)
-are concatenated into `rollouts.parquet` at each checkpoint and at the end, so
-a resumed run can drop the steps it redoes.
+sampling, the SNR filter and the loss aggregation's weights. Shards
+(`rollouts.parts/step-000012.parquet`) are concatenated into `rollouts.parquet`
+at each checkpoint and at the end, so a resumed run can drop the steps it redoes.
 
 Data parallel (`evo.train.distributed`): every rank builds the same Trainer;
 in a step each rank rolls out, scores and filters its shard of the step's
@@ -48,12 +48,13 @@ class Trainer:
         from evo.domains import get_environment
         from evo.errors import TrainError
         from evo.train.checkpoint import restore_engine
+        from evo.train.cost import episode_token_budget
         from evo.train.distributed import current
         from evo.train.engine import make_engine
         from evo.train.filters import FilterConfig
+        from evo.train.judge_model import COMPONENT as JUDGE_COMPONENT
+        from evo.train.judge_model import make_judge
         from evo.train.policy import load_policy
-        from evo.train.cost import episode_token_budget
-        from evo.train.judge_model import COMPONENT as JUDGE_COMPONENT, make_judge
         from evo.train.rewards import check_terms
         from evo.train.rollout import RolloutLimits
         from evo.train.step_batch import StepSampler

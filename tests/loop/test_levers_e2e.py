@@ -25,7 +25,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pyarrow.parquet as pq
 import pytest
-
 from loop_support import evo, evo_json, init_workspace, patch_settings
 
 RUBRIC = "Grade the answer.\nPrompt: {prompt}\nResponse: {response}\nEND\nReply SCORE: <0-10>.\n"

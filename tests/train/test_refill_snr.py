@@ -90,7 +90,7 @@ def test_refill_trains_a_full_batch_of_live_groups_and_records_every_batch(refil
         assert sorted({r["generation_batch"] for r in mine}) == list(range(count))
         live = {g for (s, g), rs in _groups(mine).items() if any(r["kept"] and not r["masked"] for r in rs)}
         assert len(live) == 4  # prompts_per_step live groups train
-        for (s, g), rs in _groups(mine).items():
+        for (_, g), rs in _groups(mine).items():
             if g not in live:
                 assert all(r["filter_reason"].startswith(("std_group: spread", "refill: surplus, the step already holds"))
                            for r in rs)
