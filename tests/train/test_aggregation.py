@@ -152,3 +152,25 @@ def test_the_recipe_mode_reaches_the_update(tmp_path):
     (wp, rp), (wt, rt) = runs["paper"], runs["token-mean"]
     assert rp.equals(rt)  # same samples, advantages and decisions: only the weights of the loss differ
     assert max(float((wp[k] - wt[k]).abs().max()) for k in wp) > 1e-4
+
+
+def test_clip_fractions_are_logged_as_token_means_like_the_peers(tmp_path):
+    import pyarrow.parquet as pq
+
+    from evo.train.records import read_metrics
+    from evo.train.run import train_recipe
+
+    from .conftest import small_recipe
+
+    out = tmp_path / "run"
+    recipe = small_recipe(**{"seed": 0, "grpo.steps": 1, "grpo.num_iterations": 3, "grpo.learning_rate": 0.05,
+                             "rollout.max_new_tokens": 8})
+    train_recipe(recipe, out, progress=False)
+    (m,) = read_metrics(out / "metrics.jsonl")
+    live = [r for r in pq.read_table(out / "rollouts.parquet").to_pylist() if r["kept"] and r["num_tokens"] > 0]
+    tokens = sum(r["num_tokens"] for r in live)
+    for side in ("low", "high"):
+        token_mean = sum(r[f"clip_frac_{side}"] * r["num_tokens"] for r in live) / tokens
+        assert m[f"policy/clip_frac_{side}"] == pytest.approx(token_mean)
+        assert m[f"policy/clip_frac_{side}_traj_mean"] == pytest.approx(sum(r[f"clip_frac_{side}"] for r in live) / len(live))
+    assert m["policy/clip_frac_low"] + m["policy/clip_frac_high"] > 0  # the updates were large enough to clip
