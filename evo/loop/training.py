@@ -53,19 +53,43 @@ def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
     return True
 
 
-def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None) -> dict:
+def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *, files_of: str | None = None) -> dict:
     """One training run, on `run.nproc` data-parallel processes when evo.yaml says so (resumable either way).
 
     From a parent's checkpoint the run continues the parent's prompt schedule
     (`V.schedule_end`): more steps see new prompts, as a longer run would.
+    Workspace files the recipe names (a model judge's rubric) are read from the
+    version `files_of` (default `version`): the one whose recipe this is.
     """
     from evo.train.launch import run_training
 
+    recipe = _with_version_files(ws, recipe, out, files_of or version)
     run = ws.settings["run"]
     offset = V.schedule_end(ws.lineage.read_all(), parent) if parent else 0
     res = run_training(recipe, out, init_checkpoint=init, version=version, progress=ws.progress,
                        nproc=int(run["nproc"]), launcher=run["launcher"], step_offset=offset)
     return res.summary
+
+
+def _with_version_files(ws, recipe: dict, out: Path, version: str) -> dict:
+    """The recipe with a relative rubric path replaced by that version's copy of the file, kept in the run folder.
+
+    A rubric is a workspace file an agent may evolve; the run must score with the
+    rubric of the version it trains, not whatever the current folder holds.
+    """
+    judge = (recipe.get("reward") or {}).get("model_judge")
+    if not judge or Path(judge["rubric"]).expanduser().is_absolute():
+        return recipe
+    import copy
+
+    text = ws.lineage.file_at(version, judge["rubric"])
+    target = Path(out) / "rubric" / Path(judge["rubric"]).name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+    out_recipe = copy.deepcopy(recipe)
+    out_recipe["reward"]["model_judge"]["rubric"] = str(target.resolve())
+    return out_recipe
 
 
 def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> dict:
@@ -83,7 +107,7 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
         out = R.control_dir(ws.root, ws.settings, parent, key)
         recipe = R.control_recipe(parent_recipe, steps, seed)
         ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
-        summary = train(ws, recipe, out, init, f"{parent}~{key}", parent)
+        summary = train(ws, recipe, out, init, f"{parent}~{key}", parent, files_of=parent)
         fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
         ws.diagnose(parent, parent_recipe, out_dir=out, run_dir=out)
         runs = [R.control_dir(ws.root, ws.settings, parent, R.control_key(steps, s))

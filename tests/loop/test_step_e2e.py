@@ -83,10 +83,10 @@ def test_three_steps_promote_prune_and_remember(stepped, tmp_path):
     shown = {v: evo_json("show", "-C", root, v) for v in names}
     events = [e["event"] for v in names for e in shown[v]["events"]]
     assert events.count("promoted") >= 2, "v0 plus at least one promoted candidate"
-    for v in names[1:]:  # every judged candidate got exactly one decision, recorded as its state
+    for v in names[1:]:  # every judged candidate was decided; its latest decision is its state (a kept one
         decisions = [e["event"] for e in shown[v]["events"] if e["event"] in ("promoted", "pruned", "kept")]
-        assert len(decisions) == 1 and {"promoted": "promoted", "pruned": "pruned", "kept": "frontier"}[decisions[0]] == \
-            shown[v]["state"], (v, decisions, shown[v]["state"])
+        assert decisions and {"promoted": "promoted", "pruned": "pruned", "kept": "frontier"}[decisions[-1]] == \
+            shown[v]["state"], (v, decisions, shown[v]["state"])  # may be pruned later, when the frontier is full)
     # Notes carry it, not just our JSON: read the raw notes ref with git.
     notes = subprocess.run(["git", "log", "-p", "refs/notes/evo/lineage"], cwd=root, capture_output=True, text=True).stdout
     assert '"event": "judged"' in notes or '"event":"judged"' in notes
