@@ -84,11 +84,22 @@ def set_path(data: dict, path: str, value) -> None:
         node[last] = value
 
 
+def fill_required(data: dict, schema: dict, rng: random.Random) -> None:
+    """A mapping the sampler created (e.g. reward.model_judge) gets the keys its schema requires."""
+    for key in schema.get("required", []):
+        if key not in data and key in schema.get("properties", {}):
+            data[key] = valid_value(rng, schema["properties"][key])
+    for key, sub in schema.get("properties", {}).items():
+        if isinstance(data.get(key), dict) and sub.get("type") == "object":
+            fill_required(data[key], sub, rng)
+
+
 def random_valid(rng: random.Random) -> dict:
     base = rng.choice(sorted(resource_dir("recipes").glob("*-tiny.yaml")))
     data = parse_yaml(base.read_text(), source=base.name)
     for path, sub in rng.sample(LEAVES, k=rng.randint(3, 12)):
         set_path(data, path, valid_value(rng, sub))
+    fill_required(data, SCHEMA, rng)
     grpo = data.setdefault("grpo", {})
     if grpo.get("eps_high", 0.27) < grpo.get("eps_low", 0.2):
         grpo["eps_high"] = grpo.get("eps_low", 0.2)
