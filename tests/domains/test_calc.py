@@ -8,7 +8,7 @@ import pytest
 
 from evo.domains import get_environment
 from evo.domains.calc import ExpressionError, evaluate_expression, make_splits
-from evo.domains.scripted import ScriptedPolicy
+from scripted import ScriptedPolicy
 from evo.domains.taskfiles import shipped_dir
 from evo.errors import ConfigError
 

@@ -10,7 +10,7 @@ import pytest
 
 from evo.domains import get_environment
 from evo.domains.base import Task
-from evo.domains.scripted import ScriptedPolicy
+from scripted import ScriptedPolicy
 from evo.domains.taskfiles import shipped_dir
 
 DOUBLE = Task(id="double", prompt="Read n and print 2n.", stratum="easy",

@@ -9,7 +9,7 @@ import pytest
 
 from evo.domains import get_environment
 from evo.domains.base import Task
-from evo.domains.scripted import ScriptedPolicy
+from scripted import ScriptedPolicy
 from evo.errors import ConfigError
 
 HALF = Task(id="half", prompt="What is 1/2 + 1/4?", answer="\\frac{3}{4}", stratum="arithmetic")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evo.domains.scripted import CharTokenizer, ScriptedPolicy, WhitespaceTokenizer, reverse_patch_from_git_log
+from scripted import CharTokenizer, ScriptedPolicy, WhitespaceTokenizer, reverse_patch_from_git_log
 from evo.errors import TrainError
 
 

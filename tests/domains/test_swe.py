@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evo.domains import get_environment
-from evo.domains.scripted import ScriptedPolicy, swe_history_leak_policy, swe_honest_policy
+from scripted import ScriptedPolicy, swe_history_leak_policy, swe_honest_policy
 
 FIXED_CLAMP = "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n"
 CLAMP_PATCH = ("--- a/util.py\n+++ b/util.py\n@@ -4,3 +4,3 @@\n     if x > hi:\n-        return lo\n+        return hi\n"
