@@ -8,7 +8,7 @@ STAMP := $(VENV)/.evo-installed
 TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= $(shell mktemp -u /tmp/evo-demo-XXXXXX)
 
-.PHONY: setup test test-all demo bench clean
+.PHONY: setup lint test test-all demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-test: setup
+# Lint first: a layering break or an unused import fails in seconds, before the tests' minutes.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+test: setup lint
 	$(PY) -m pytest -q -m "not slow and not gpu"
 
 test-all: setup

@@ -36,6 +36,12 @@ def fill_defaults(instance: Any, schema: dict) -> Any:
     return out
 
 
+def with_defaults(data: dict) -> dict:
+    """A recipe, possibly partial (a backtest's, a test's), with the schema's defaults filled and nothing
+    validated: code reads every setting with its default from here, the schema the one place it is written."""
+    return fill_defaults(data, load_schema("recipe"))
+
+
 DEFAULT_REWARD_TERMS = [{"name": "correctness", "weight": 1.0, "mode": "add"}]
 
 # What one training step may generate. Each field has its own schema maximum, but
@@ -64,7 +70,7 @@ def _check_step_size(rollout: dict, source: str) -> None:
 def normalize_recipe(data: dict, *, source: str = "recipe.yaml") -> dict:
     """Validate `data` and return a copy with all defaults filled."""
     validate(data, "recipe", source=source)
-    recipe = fill_defaults(data, load_schema("recipe"))
+    recipe = with_defaults(data)
     recipe["domain"].setdefault("options", {})
     if "terms" not in recipe["reward"]:
         recipe["reward"]["terms"] = copy.deepcopy(DEFAULT_REWARD_TERMS)

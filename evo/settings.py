@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
+from typing import Mapping, get_type_hints
 
 from evo.errors import ConfigError
 from evo.recipe import fill_defaults
@@ -21,6 +23,62 @@ def normalize_settings(data: dict, *, source: str = SETTINGS_FILE) -> dict:
         raise ConfigError(f"{source}: artifacts.root: {root!r} is a URL; remote artifact storage is not supported yet, "
                           "use a local path (a shared mount works)")
     return settings
+
+
+@dataclass(frozen=True)
+class Search:
+    frontier_size: int
+    bootstrap_samples: int
+    headline: str
+    control: str  # continue | none
+    train_seeds: int
+    calibration_seeds: int
+
+
+@dataclass(frozen=True)
+class Gate:
+    approval_above_gpu_hours: float
+    gpu_hours_per_million_tokens: float
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_steps: int | None
+    max_gpu_hours: float | None
+    max_agent_tokens: int | None
+    max_agent_cost_usd: float | None
+
+
+@dataclass(frozen=True)
+class Launch:
+    nproc: int
+    launcher: str  # torchrun | deepspeed
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The settings the loop decides with (evo.yaml's search, gate, budget and run), typed and frozen.
+
+    Built once per step from the validated, default-filled mapping: the schema
+    is the one place a default is written, so a key missing here is a bug (a
+    mapping that skipped `normalize_settings`), not a cue to guess. The
+    free-form sections (agent, paths, audits, logging, harness) stay mappings,
+    each read by the one module that owns it.
+    """
+
+    search: Search
+    gate: Gate
+    budget: Budget
+    run: Launch
+
+    @classmethod
+    def of(cls, settings: Mapping) -> "LoopSettings":
+        hints = get_type_hints(cls)
+        return cls(**{f.name: _section(hints[f.name], settings[f.name]) for f in fields(cls)})
+
+
+def _section(kind: type, data: Mapping):
+    return kind(**{f.name: data[f.name] for f in fields(kind)})
 
 
 def load_settings(root: str | Path) -> dict:

@@ -111,29 +111,25 @@ class Headline:
         """`score/avg_at_k 0.4333 (delta +0.1333, 95% CI [+0.1028, +0.1639], p=1.1e-08, noise floor ±0.02)`."""
         if self.value is None:
             return "-"
-        text = f"{self.metric} {self.value:.4f}"
-        if self.delta is not None:
-            text += f" (delta {self.delta:+.4f}, 95% CI [{_signed(self.ci_low, 4)}, {_signed(self.ci_high, 4)}]"
-            if self.p_value is not None:
-                text += f", p={self.p_value:.3g}"
-            if self.noise_floor:
-                text += f", noise floor ±{self.noise_floor:.4f}"
-            text += ")"
-        return text
+        return f"{self.metric} {self.value:.4f}" + self._evidence(" (delta {}", "p={}", "noise floor")
 
     def markdown(self) -> str:
         """`**score/avg_at_k = 0.4333**, delta +0.1333 (95% CI [...], Wilcoxon p = ...)` (pull-request bodies)."""
         if self.value is None:
             return "not judged yet"
-        text = f"**{self.metric} = {self.value:.4f}**"
-        if self.delta is not None:
-            text += f", delta {self.delta:+.4f} (95% CI [{_signed(self.ci_low, 4)}, {_signed(self.ci_high, 4)}]"
-            if self.p_value is not None:
-                text += f", Wilcoxon p = {self.p_value:.3g}"
-            if self.noise_floor:
-                text += f", seed noise floor ±{self.noise_floor:.4f}"
-            text += ")"
-        return text
+        return f"**{self.metric} = {self.value:.4f}**" + self._evidence(", delta {} (", "Wilcoxon p = {}", "seed noise floor")
+
+    def _evidence(self, lead: str, p_format: str, floor_label: str) -> str:
+        """The delta, its interval, p and the noise floor, worded by `full` and `markdown`; "" without a delta."""
+        if self.delta is None:
+            return ""
+        text = lead.format(f"{self.delta:+.4f}") + ("" if lead.endswith("(") else ", ")
+        text += f"95% CI [{_signed(self.ci_low, 4)}, {_signed(self.ci_high, 4)}]"
+        if self.p_value is not None:
+            text += ", " + p_format.format(f"{self.p_value:.3g}")
+        if self.noise_floor:
+            text += f", {floor_label} ±{self.noise_floor:.4f}"
+        return text + ")"
 
     def phrase(self, label: str, against: str | None = None) -> str:
         """`improvement: score/avg_at_k delta vs control +0.081 (95% CI [+0.053, +0.108])` (decision reasons)."""

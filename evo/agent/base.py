@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from evo.errors import AgentError
 
+
 def _backend_names() -> tuple[str, ...]:
     from evo.schemas import load_schema
 

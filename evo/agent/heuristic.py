@@ -34,9 +34,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from evo.agent.base import AgentContext, Proposal, zero_usage
-from evo.agent.guard import CONTINUE
 from evo.agent.candidate import SEVERITY_WEIGHT, Blocklist, Candidate, evidence_text, expected_cost, recipe_text
 from evo.agent.conditions import apply_patch, check_requirement, eval_triggers
+from evo.agent.guard import CONTINUE
 from evo.agent.manifest import clear_manifest, normalize_manifest, write_manifest
 from evo.agent.recipe_diff import common_factor, covers, format_change, leaf_diff
 from evo.agent.revisions import harness_revision

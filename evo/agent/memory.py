@@ -20,7 +20,6 @@ from pathlib import Path
 from evo.errors import AgentError
 from evo.vocabulary import Headline
 
-
 MEMORY_DIR = "memory"
 REFUTING_OUTCOMES = ("regression",)
 _SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}

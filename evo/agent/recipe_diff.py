@@ -12,6 +12,7 @@ from typing import Any
 
 from evo.recipe import leaf_diff  # noqa: F401 - the one recipe diff, re-exported for the agent side
 
+
 def covers(factor: str, path: str) -> bool:
     """Whether a change at recipe `path` is part of the declared `factor` (same key or under it)."""
     return path == factor or path.startswith(factor + ".")

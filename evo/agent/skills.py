@@ -30,54 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-from evo.agent.conditions import PATCH_OPS, TERM_OPS
 from evo.errors import AgentError
 from evo.resources import resource_dir
-from evo.schemas import validate_against
+from evo.schemas import validate
 from evo.yamlio import dump_yaml, parse_yaml, read_text
 
 WINNING = ("improvement",)
 LOSING = ("regression",)
 
-_COND = {
-    "type": "object",
-    "oneOf": [
-        {"required": ["any"], "properties": {"any": {"type": "array", "minItems": 1}}},
-        {"required": ["all"], "properties": {"all": {"type": "array", "minItems": 1}}},
-        {"required": ["metric", "op", "value"], "properties": {"metric": {"type": "string"}, "op": {"enum": [">", ">=", "<", "<=", "==", "!="]}, "gate": {"type": "boolean"}}},
-    ],
-}
-_REQ = {
-    "type": "object",
-    "oneOf": [
-        {"required": ["any"], "properties": {"any": {"type": "array", "minItems": 1}}},
-        {"required": ["path", "op", "value"], "properties": {"path": {"type": "string"}, "op": {"enum": [">", ">=", "<", "<=", "==", "!=", *TERM_OPS]}}},
-    ],
-}
-SKILL_SCHEMA = {
-    "type": "object",
-    "required": ["name", "description"],
-    "properties": {
-        "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"},
-        "description": {"type": "string", "minLength": 1},
-        "kind": {"enum": ["policy", "harness", "continue"]},
-        "triggers": {"type": "array", "items": _COND},
-        "requires": {"type": "array", "items": _REQ},
-        "patch": {"type": "array", "items": {"type": "object", "required": ["path", "op"], "properties": {"path": {"type": "string"}, "op": {"enum": list(PATCH_OPS)}}}},
-        "domains": {"type": "array", "items": {"type": "string"}},
-        "findings": {"type": "array", "items": {"type": "string"}},
-        "hypothesis": {"type": "string"},
-        "predicted_effect": {"type": "string"},
-        "backtest": {"type": ["object", "null"]},
-        "refutes": {"type": "array", "items": {"type": "object", "required": ["path"]}},
-        "analyzer": {"type": "string", "pattern": "^[a-z_][a-z0-9_]*$"},
-        "provides": {"type": "array", "items": {"type": "string"}},
-        "threshold_metric": {"type": "string"},
-        "outcomes": {"type": "array", "items": {"enum": ["improvement", "regression", "mixed", "insufficient"]}},
-        "evidence": {"type": ["array", "null"], "items": {"type": "object", "required": ["version", "outcome"]}},
-    },
-}
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)---[ \t]*(?:\n|\Z)", re.S)
 
 
@@ -150,7 +110,7 @@ def parse_skill(path: str | Path, *, source: str = "builtin") -> Skill:
 
 def parse_skill_text(text: str, path: Path, *, source: str = "builtin") -> Skill:
     meta, body = split_front_matter(text, source=str(path))
-    validate_against(meta, SKILL_SCHEMA, source=str(path), error_cls=AgentError)
+    validate(meta, "skill", source=str(path), error_cls=AgentError)
     if meta["name"] != path.parent.name:
         raise AgentError(f"{path}: name: {meta['name']!r} differs from its folder {path.parent.name!r}; make them equal")
     # Other Agent Skills fields (license, allowed-tools, ...) are for coding agents; they are kept in the file only.

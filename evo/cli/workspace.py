@@ -119,11 +119,10 @@ def register(group):
     @json_option
     def status_cmd(workspace: Path, as_json):
         """Show the workspace: promoted head, frontier, and any in-flight step."""
-        from evo.lineage import Lineage
-        from evo.settings import load_settings
-
         from evo.errors import ConfigError
+        from evo.lineage import Lineage
         from evo.recipe import load_recipe, recipe_hash
+        from evo.settings import load_settings
 
         lin = Lineage.open(workspace)
         settings = load_settings(lin.root)

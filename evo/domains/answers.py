@@ -175,8 +175,7 @@ def sympy_equal(predicted: str, reference: str) -> bool:
 
 def _sympy_scalar_equal(a: str, b: str) -> bool:
     import sympy
-    from sympy.parsing.sympy_parser import (implicit_multiplication_application, parse_expr,
-                                            standard_transformations)
+    from sympy.parsing.sympy_parser import implicit_multiplication_application, parse_expr, standard_transformations
 
     transformations = standard_transformations + (implicit_multiplication_application,)
     try:

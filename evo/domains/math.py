@@ -31,8 +31,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from evo.domains.answers import (all_boxed, answers_match, extract_answer, extract_boxed, has_unclosed_box,
-                                 open_think, partial_credit)
+from evo.domains.answers import (
+    all_boxed,
+    answers_match,
+    extract_answer,
+    extract_boxed,
+    has_unclosed_box,
+    open_think,
+    partial_credit,
+)
 from evo.domains.base import StepResult, Task
 from evo.domains.codeblocks import fenced_blocks, last_python_block, tool_call
 from evo.domains.sandbox import Sandbox, SandboxLimits

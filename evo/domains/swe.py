@@ -58,8 +58,17 @@ from pathlib import Path
 from evo.domains.base import StepResult, Task
 from evo.domains.codeblocks import fenced_blocks
 from evo.domains.sandbox import Sandbox, SandboxLimits
-from evo.domains.swe_repo import (GIT_SUBCOMMANDS, READ_ONLY, build_repository, git, git_argument_ok,
-                                  is_test_file, path_argument_ok, run_readonly, test_ids)
+from evo.domains.swe_repo import (
+    GIT_SUBCOMMANDS,
+    READ_ONLY,
+    build_repository,
+    git,
+    git_argument_ok,
+    is_test_file,
+    path_argument_ok,
+    run_readonly,
+    test_ids,
+)
 from evo.domains.taskfiles import TaskFiles
 from evo.errors import ConfigError
 

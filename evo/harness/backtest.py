@@ -35,7 +35,7 @@ import numpy as np
 from evo.errors import ConfigError, HarnessError
 from evo.harness import kit
 from evo.harness.context import RunArtifacts
-from evo.recipe import DEFAULT_REWARD_TERMS, get_path
+from evo.recipe import DEFAULT_REWARD_TERMS, get_path, with_defaults
 
 REPLAYABLE = {"reward": None, "filters": None,
               "grpo": {"scale_advantage_by_std", "advantage_std", "loss_aggregation"}}
@@ -129,7 +129,7 @@ def _weights(table, recipe: dict, g: kit.GroupIndex, contributes: np.ndarray) ->
     from evo.train.cost import episode_token_budget
     from evo.train.objective import trajectory_weights
 
-    mode = (recipe.get("grpo") or {}).get("loss_aggregation", "paper")
+    mode = with_defaults(recipe)["grpo"]["loss_aggregation"]
     tokens = kit.col(table, "num_tokens", np.int64) if kit.has(table, "num_tokens") else np.ones(table.num_rows, np.int64)
     budget = episode_token_budget(recipe) if (recipe.get("rollout") or {}).get("max_new_tokens") else max(int(tokens.max(initial=1)), 1)
     steps = kit.col(table, "step", np.int64)
@@ -182,10 +182,9 @@ def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
             if d.reason:
                 reason = " ".join(d.reason.split()[:2])  # "std_group: spread", "anomaly: truncated": no values
                 reasons[reason] = reasons.get(reason, 0) + 1
-    grpo = recipe.get("grpo") or {}
+    grpo = with_defaults(recipe)["grpo"]
     adv = group_advantages(torch.from_numpy(totals), torch.from_numpy(g.gid), torch.from_numpy(in_stats),
-                           scale_by_std=bool(grpo.get("scale_advantage_by_std", True)),
-                           std=grpo.get("advantage_std", "population"),
+                           scale_by_std=bool(grpo["scale_advantage_by_std"]), std=grpo["advantage_std"],
                            zero_spread=cfg.std_epsilon).numpy() * scale  # (rows,)
     dead = g.std(totals) <= DEAD_EPSILON  # (groups,)
     kept_groups = np.add.reduceat(kept[g.order].astype(np.int64), g.starts) > 0
@@ -193,7 +192,7 @@ def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
     weights = _weights(table, recipe, g, kept & ~masked & (tokens > 0))
     return {"totals": totals, "kept": kept, "masked": masked, "advantages": adv, "dead": dead,
             "kept_groups": kept_groups, "reasons": reasons, "weights": weights, "tokens": tokens,
-            "loss_scale": float(scale.mean()), "aggregation": grpo.get("loss_aggregation", "paper")}
+            "loss_scale": float(scale.mean()), "aggregation": grpo["loss_aggregation"]}
 
 
 def _length_split(table, r: dict) -> dict:

@@ -7,7 +7,6 @@ layer analyzer uses against the parent and the promoted head.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from evo.errors import HarnessError
@@ -57,8 +56,7 @@ def paired_comparison(child_eval, parent_eval, *, B: int = stats.DEFAULT_B, seed
     floor = noise.floor(child_seeds, parent_seeds) if noise else 0.0
     ci_low, ci_high = boot["ci_low"], boot["ci_high"]
     if noise:
-        ci_low, ci_high = stats.widen(ci_low, ci_high, boot["delta"], noise.se(child_seeds, parent_seeds),
-                                      seed_df=noise.df, boot_df=boot["n_tasks"] - 1)
+        ci_low, ci_high = stats.widen(ci_low, ci_high, boot["delta"], noise.se(child_seeds, parent_seeds))
     for s, r in boot["per_stratum"].items():
         in_s = paired.strata == s
         r["value"] = float(paired.child[in_s].mean())
@@ -66,7 +64,7 @@ def paired_comparison(child_eval, parent_eval, *, B: int = stats.DEFAULT_B, seed
         if noise:
             r["ci_low"], r["ci_high"] = stats.widen(
                 r["ci_low"], r["ci_high"], r["delta"], noise.se(child_seeds, parent_seeds, stratum=s),
-                seed_df=noise.df, boot_df=r["n_tasks"] - 1, confidence=stratum_confidence)
+                confidence=stratum_confidence)
     return {
         "metric": HEADLINE,
         "value": float(paired.child.mean()),

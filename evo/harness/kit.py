@@ -264,7 +264,8 @@ def required_literals(pattern: str) -> list[str] | None:
     if "[:" in pattern:
         return None
     try:
-        from re import _constants as sre_c, _parser as sre_parse
+        from re import _constants as sre_c
+        from re import _parser as sre_parse
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

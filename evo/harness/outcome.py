@@ -23,6 +23,7 @@ Audits are separate: a veto blocks promotion whatever the outcome class.
 from __future__ import annotations
 
 from evo.vocabulary import OUTCOMES  # noqa: E402,F401 - the class names, owned by evo.vocabulary
+
 MIN_TASKS = 5
 MIN_SAMPLES = 30
 MIN_STRATUM_TASKS = 3

@@ -39,6 +39,8 @@ from evo.errors import HarnessError
 PASS_SCORE = 1.0 - 1e-9  # a sample "passes" (for pass@k) when its score is full credit
 DEFAULT_B = 10_000
 CONFIDENCE = 0.95
+# The upper confidence level of the seed sigma every noise floor uses (SeedNoise.sigma_upper).
+SIGMA_LEVEL = 0.8
 _CHUNK_CELLS = 8_000_000  # B x n cells per chunk: ~64 MB of float64 at most
 
 
@@ -215,6 +217,13 @@ class SeedNoise:
     that differ only in the training seed; `per_stratum` the same per stratum;
     `df` the degrees of freedom behind it (sum over sets of runs - 1); `runs`
     the number of runs it was measured from.
+
+    A handful of runs that happen to agree underestimates sigma, and a floor
+    built on that estimate lets seed luck through (measured: 4 calibration runs
+    gave 0.0054 where later replicates spread 0.0075-0.0106). So every interval
+    uses `sigma_upper`, the one-sided SIGMA_LEVEL upper confidence limit of
+    sigma from its chi-square distribution on `df`: it shrinks towards sigma as
+    replicates accumulate, and it is wide while the evidence is thin.
     """
 
     sigma: float
@@ -228,13 +237,20 @@ class SeedNoise:
         `n_child` / `n_baseline`: seeds averaged into each side's score; None = a fixed model.
         """
         terms = sum(1.0 / n for n in (n_child, n_baseline) if n)
+        return self.sigma_upper(stratum) * float(np.sqrt(terms))
+
+    def sigma_upper(self, stratum: str | None = None) -> float:
+        """sigma (of the whole score or of one stratum) at its SIGMA_LEVEL upper confidence limit:
+        sigma * sqrt(df / chi2_{1 - SIGMA_LEVEL}(df))."""
+        from scipy.stats import chi2
+
         sigma = self.sigma if stratum is None else self.per_stratum.get(stratum, self.sigma)
-        return sigma * float(np.sqrt(terms))
+        return sigma * float(np.sqrt(self.df / chi2.ppf(1.0 - SIGMA_LEVEL, self.df)))
 
     def floor(self, n_child: int | None, n_baseline: int | None, *, stratum: str | None = None,
               confidence: float = CONFIDENCE) -> float:
-        """The noise floor: the half-width seed luck alone gives a difference (Student t on `df`)."""
-        return t_value(confidence, self.df) * self.se(n_child, n_baseline, stratum=stratum)
+        """The noise floor: the half-width seed luck alone gives a difference (normal quantile of `se`)."""
+        return z_value(confidence) * self.se(n_child, n_baseline, stratum=stratum)
 
     def to_dict(self) -> dict:
         return {"sigma": self.sigma, "per_stratum": dict(self.per_stratum), "df": self.df, "runs": self.runs}
@@ -278,29 +294,15 @@ def seed_noise(replicate_sets) -> SeedNoise | None:
                      df, runs)
 
 
-def widen(low: float, high: float, delta: float, seed_se: float, *, seed_df: int, boot_df: int,
-          confidence: float = CONFIDENCE) -> tuple[float, float]:
+def widen(low: float, high: float, delta: float, seed_se: float, *, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Add the seed noise to a bootstrap interval around `delta`, each side on its own.
 
-    The bootstrap half-width of a side is read as z * se_boot; the seed term
-    adds `seed_se` in quadrature, and because sigma comes from a handful of
-    runs the quantile is Student's t on the Welch-Satterthwaite degrees of
-    freedom of the sum (a seed term estimated from 2 runs widens far more
-    than one estimated from 20).
+    The bootstrap half-width of a side is read as z * se_boot and the seed term
+    `seed_se` (from `SeedNoise.se`, already at sigma's upper limit) is added in
+    quadrature: half = z * sqrt(se_boot^2 + seed_se^2).
     """
     if seed_se <= 0:
         return low, high
     z = z_value(confidence)
-    out = []
-    for half in (delta - low, high - delta):
-        boot_var, seed_var = (max(half, 0.0) / z) ** 2, seed_se ** 2
-        nu = (boot_var + seed_var) ** 2 / (boot_var ** 2 / max(boot_df, 1) + seed_var ** 2 / max(seed_df, 1))
-        out.append(t_value(confidence, nu) * float(np.sqrt(boot_var + seed_var)))
-    return delta - out[0], delta + out[1]
-
-
-def t_value(confidence: float, df: float) -> float:
-    """The two-sided Student t quantile of `confidence` on `df` degrees of freedom."""
-    from scipy.stats import t
-
-    return float(t.ppf(0.5 + confidence / 2, max(float(df), 1.0)))
+    half = [z * float(np.sqrt((max(side, 0.0) / z) ** 2 + seed_se ** 2)) for side in (delta - low, high - delta)]
+    return delta - half[0], delta + half[1]

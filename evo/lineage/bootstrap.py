@@ -18,6 +18,7 @@ import git
 
 from evo.errors import WorkspaceError
 from evo.lineage.gitio import MAIN, NOTES_REF, TRAILER_INTERVENTION, TRAILER_VERSION, ensure_identity, trailer_block
+
 NOTES_NAME = NOTES_REF[len("refs/notes/"):]
 PUSH_REFSPECS = (
     f"refs/heads/{MAIN}:refs/heads/{MAIN}",

@@ -16,10 +16,17 @@ from pathlib import Path
 import git
 
 from evo.errors import EvoError, VersionError, WorkspaceError
-from evo.lineage import gitio, notes
-from evo.lineage import compare, transitions
+from evo.lineage import compare, gitio, notes, transitions
 from evo.lineage.checkouts import CheckoutMixin
-from evo.lineage.events import EPOCH, VersionRecord, check_event, complete_event, derive_state, event_sort_key, version_number
+from evo.lineage.events import (
+    EPOCH,
+    VersionRecord,
+    check_event,
+    complete_event,
+    derive_state,
+    event_sort_key,
+    version_number,
+)
 from evo.lineage.gitio import BRANCH_PREFIX, PRUNED_PREFIX, TAG_PREFIX
 
 SETTINGS_FILE = "evo.yaml"  # evo.settings.SETTINGS_FILE; not imported so reads skip jsonschema

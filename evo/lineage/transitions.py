@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import git
 
-from evo.vocabulary import event_id
 from evo.errors import VersionError, WorkspaceError
 from evo.lineage import gitio
 from evo.lineage.gitio import BRANCH_PREFIX, MAIN, PRUNED_PREFIX, TAG_PREFIX
+from evo.vocabulary import event_id
 
 if TYPE_CHECKING:
     from evo.lineage.store import Lineage

@@ -29,13 +29,15 @@ class StepContext:
         self.progress = progress
         self.lineage = None
         self.settings: dict = {}
+        self.config = None  # evo.settings.LoopSettings, typed, built with settings
 
     def open(self) -> None:
         from evo.lineage import Lineage
-        from evo.settings import load_settings
+        from evo.settings import LoopSettings, load_settings
 
         self.lineage = Lineage.open(self.root)
         self.settings = load_settings(self.root)
+        self.config = LoopSettings.of(self.settings)
 
     def diagnose(self, version: str, recipe: dict, *, out_dir: Path, tree: Path | None = None,
                   run_dir: Path | None = None) -> dict:

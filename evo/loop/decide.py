@@ -45,7 +45,7 @@ def _headline_value(record) -> float | None:
     return float(value) if value is not None else None
 
 
-def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, settings: dict) -> Decision:
+def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, frontier_size: int) -> Decision:
     """Decide the fate of `version` from its `judged` event and the current frontier.
 
     `frontier` holds lineage records (with `.name` and `.headline`) of the other
@@ -80,7 +80,7 @@ def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, se
     reason = _evidence_phrase(outcome, headline)
     if outcome == Outcome.MIXED:
         reason += "; ablation scheduled"
-    cap = int(settings["search"]["frontier_size"])
+    cap = int(frontier_size)
     ranked = sorted(
         [(rec.name, _headline_value(rec)) for rec in frontier] + [(version, headline.get("value"))],
         key=lambda item: (item[1] is not None, item[1] or 0.0),

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 from evo.loop import gate as gating
-from evo.loop import propose
+from evo.loop import propose, training
 from evo.loop import runs as R
-from evo.loop import training
 from evo.loop import versions as V
 from evo.loop.report import StepReport
 from evo.loop.runs import Plan
@@ -22,7 +21,7 @@ from evo.settings import artifact_dir
 
 def dry_run_untrained(ws, head: str) -> StepReport:
     recipe = V.recipe_of(ws.lineage, head)
-    est = gating.estimate(recipe, ws.settings).as_dict()
+    est = gating.estimate(recipe, ws.config.gate).as_dict()
     return StepReport(status="dry-run", version=head, estimate=est,
                       intervention="(none: the baseline must be trained first)",
                       message=f"the next step would first train baseline {head}")
@@ -44,12 +43,12 @@ def dry_run(ws, head: str, human: dict | None = None) -> StepReport:
         if proposal.get("violation"):
             report.message = f"the candidate would be rejected: {proposal['violation']}"
         recipe = parse_recipe((Path(ws.lineage.worktree_path(version)) / "recipe.yaml").read_text())
-        control = ws.settings["search"]["control"] == "continue" and kind == "policy"
-        plan = Plan(kind, recipe, R.seeds_for(recipe, ws.settings), control=control,
+        control = ws.config.search.control == "continue" and kind == "policy"
+        plan = Plan(kind, recipe, R.seeds_for(recipe, ws.config.search.train_seeds), control=control,
                     control_steps=R.control_steps(parent_recipe, recipe, manifests[-1].get("factor")))
         cost = training.estimate(ws, plan, head, parent_recipe)
         report.estimate = cost.as_dict()
-        if gating.needs_approval(cost, ws.settings):
+        if gating.needs_approval(cost, ws.config.gate):
             report.message = (report.message + "; " if report.message else "") + "it would wait for approval"
         return report
     finally:

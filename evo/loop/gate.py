@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evo.errors import EvoError
+from evo.settings import Budget, Gate
 
 
 class BudgetExceeded(EvoError):
@@ -35,7 +36,7 @@ class CostEstimate:
         }
 
 
-def estimate(recipe: dict, settings: dict, *, train: bool = True) -> CostEstimate:
+def estimate(recipe: dict, gate: Gate, *, train: bool = True) -> CostEstimate:
     """Estimate the cost of running `recipe` (training + evaluation)."""
     from evo.train.cost import estimate_cost
 
@@ -45,22 +46,22 @@ def estimate(recipe: dict, settings: dict, *, train: bool = True) -> CostEstimat
     if not train:
         generated = int(raw.get("eval_tokens_generated", 0))
         trained = 0
-    rate = float(settings["gate"]["gpu_hours_per_million_tokens"])
+    rate = float(gate.gpu_hours_per_million_tokens)
     return CostEstimate(generated, trained, (generated + trained) / 1e6 * rate)
 
 
-def estimate_runs(recipes: list[dict], settings: dict, *, eval_recipe: dict | None = None) -> CostEstimate:
+def estimate_runs(recipes: list[dict], gate: Gate, *, eval_recipe: dict | None = None) -> CostEstimate:
     """The cost of a step that trains each of `recipes` once (and, with `eval_recipe`, evaluates without training)."""
-    parts = [estimate(r, settings) for r in recipes]
+    parts = [estimate(r, gate) for r in recipes]
     if eval_recipe is not None:
-        parts.append(estimate(eval_recipe, settings, train=False))
+        parts.append(estimate(eval_recipe, gate, train=False))
     generated = sum(p.tokens_generated for p in parts)
     trained = sum(p.tokens_trained for p in parts)
     return CostEstimate(generated, trained, sum(p.gpu_hours for p in parts))
 
 
-def needs_approval(cost: CostEstimate, settings: dict) -> bool:
-    return cost.gpu_hours > float(settings["gate"]["approval_above_gpu_hours"])
+def needs_approval(cost: CostEstimate, gate: Gate) -> bool:
+    return cost.gpu_hours > float(gate.approval_above_gpu_hours)
 
 
 TRAINING_EVENTS = ("trained", "replicated", "control")  # each carries the estimate of the one run it records
@@ -85,10 +86,9 @@ def spent(records: dict) -> dict:
             "grpo_steps": grpo_steps}
 
 
-def check_budgets(records: dict, settings: dict) -> dict:
+def check_budgets(records: dict, budget: Budget) -> dict:
     """Raise BudgetExceeded when any budget in evo.yaml is spent; return what is spent."""
     used = spent(records)
-    budget = settings["budget"]
     limits = (
         ("max_steps", "steps", "steps taken"),
         ("max_gpu_hours", "gpu_hours", "estimated GPU-hours trained"),
@@ -96,7 +96,7 @@ def check_budgets(records: dict, settings: dict) -> dict:
         ("max_agent_cost_usd", "agent_cost_usd", "agent cost in USD"),
     )
     for key, field, what in limits:
-        limit = budget.get(key)
+        limit = getattr(budget, key)
         if limit is not None and used[field] >= limit:
             raise BudgetExceeded(
                 f"evo.yaml: budget.{key} is spent ({used[field]:g} {what} of {limit:g}); "

@@ -103,7 +103,7 @@ def judge(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict 
     judged = judge_runs(version, candidate_runs, baseline_run,
                         baseline=baseline, control_runs=control_runs, control_key=key, confounded=confounded,
                         noise=R.workspace_noise(records), diagnosis=diag,
-                        B=int(ws.settings["search"]["bootstrap_samples"]))
+                        B=ws.config.search.bootstrap_samples)
     judged["id"] = event_id(version, "judged")
     ws.lineage.append_event(version, {
         "id": event_id(version, "diagnosed"), "event": "diagnosed", "version": version,

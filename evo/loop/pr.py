@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 from evo.errors import EvoError, VersionError
-from evo.vocabulary import Headline
 from evo.settings import artifact_dir, plots_dir
+from evo.vocabulary import Headline
 
 
 def _fmt_interval(h: dict) -> str:

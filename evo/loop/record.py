@@ -21,7 +21,7 @@ from evo.vocabulary import Action, event_id
 def decide_version(ws, version: str, judged: dict, harness_only: bool) -> dict:
     records = ws.lineage.read_all()
     dec = decide(version, judged, harness_only=harness_only,
-                 frontier=V.frontier(records, exclude=version), settings=ws.settings)
+                 frontier=V.frontier(records, exclude=version), frontier_size=ws.config.search.frontier_size)
     apply_decision(ws, version, dec.action, dec.reason, dec.also_prune)
     return {"action": Action(dec.action).recorded, "reason": dec.reason,
             "also_pruned": [v for v, _ in dec.also_prune]}

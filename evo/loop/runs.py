@@ -62,10 +62,10 @@ class Plan:
         return self.kind in ("bootstrap", "policy")
 
 
-def seeds_for(recipe: dict, settings: dict) -> list[int]:
-    """The training seeds a version of `recipe` is trained under: recipe.seed, +1, ... (search.train_seeds)."""
+def seeds_for(recipe: dict, train_seeds: int) -> list[int]:
+    """The training seeds a version of `recipe` is trained under: recipe.seed, +1, ... (search.train_seeds of them)."""
     base = int(recipe["seed"])
-    return [base + i for i in range(int(settings["search"]["train_seeds"]))]
+    return [base + i for i in range(int(train_seeds))]
 
 
 def with_seed(recipe: dict, seed: int) -> dict:
@@ -119,7 +119,7 @@ def replicate_events(rec) -> dict[int, dict]:
 def run_dirs(root: Path, settings: dict, rec) -> list[Path]:
     """Every evaluated run folder of a version: its own first, then its recorded replicates by seed."""
     runs = [artifact_dir(root, settings, rec.name)]
-    for seed, ev in sorted(replicate_events(rec).items()):
+    for _seed, ev in sorted(replicate_events(rec).items()):
         runs.append(artifact_root(root, settings) / ev["run"])
     return runs
 

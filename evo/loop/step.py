@@ -34,8 +34,8 @@ from evo.loop import gate as gating
 from evo.loop import runs as R
 from evo.loop import versions as V
 from evo.loop.context import StepContext
-from evo.loop.judge import judge
 from evo.loop.journal import Journal
+from evo.loop.judge import judge
 from evo.loop.report import StepReport
 from evo.loop.runs import Plan
 from evo.settings import artifact_dir
@@ -79,7 +79,7 @@ class StepRunner(StepContext):
 
         records = self.lineage.read_all()
         if not self.dry_run:
-            gating.check_budgets(records, self.settings)
+            gating.check_budgets(records, self.config.budget)
         self.lineage.require_clean_main("`evo step`")
         human = self.lineage.main_edits(records)  # a person's commits on main: this step's candidate
         require_consistent(self.root, self.settings, ignore=("main-edited",) if human else ())
@@ -156,8 +156,8 @@ class StepRunner(StepContext):
             self.say(f"evaluate base model {recipe['model']['name']}")
             evaluate(recipe["model"]["name"], recipe, artifact_dir(self.root, self.settings, V.BASE))
             journal.complete("evaluate-base")
-        seeds = R.seeds_for(recipe, self.settings)
-        extra = int(self.settings["search"]["calibration_seeds"]) - len(seeds)
+        seeds = R.seeds_for(recipe, self.config.search.train_seeds)
+        extra = self.config.search.calibration_seeds - len(seeds)
         plan = Plan("bootstrap", recipe, seeds, calibration=[seeds[-1] + 1 + i for i in range(max(0, extra))])
         result = self._gate_run_judge(journal, version, plan, parent=None)
         if result.get("status") == "done":
@@ -201,8 +201,8 @@ class StepRunner(StepContext):
         bt = self._phase(journal, "backtest", lambda: propose.backtest(self, version, parent, parent_recipe, manifests))
         report.backtest = bt.get("message", "") if bt else ""
 
-        control = self.settings["search"]["control"] == "continue"
-        plan = Plan(kind, recipe, R.seeds_for(recipe, self.settings), control=control and kind == "policy",
+        control = self.config.search.control == "continue"
+        plan = Plan(kind, recipe, R.seeds_for(recipe, self.config.search.train_seeds), control=control and kind == "policy",
                     control_steps=R.control_steps(parent_recipe, recipe, primary.get("factor")))
         result = self._gate_run_judge(journal, version, plan, parent=parent, parent_recipe=parent_recipe)
         report.estimate = result.get("estimate", {})

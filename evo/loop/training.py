@@ -32,14 +32,14 @@ def estimate(ws, plan: Plan, parent: str | None, parent_recipe: dict | None) -> 
         have = R.control_events(ws.lineage.read_all().get(parent))
         runs += [R.control_recipe(parent_recipe, plan.control_steps, s) for s in plan.seeds
                  if R.control_key(plan.control_steps, s) not in have]
-    return gating.estimate_runs(runs, ws.settings, eval_recipe=plan.recipe if not plan.trains else None)
+    return gating.estimate_runs(runs, ws.config.gate, eval_recipe=plan.recipe if not plan.trains else None)
 
 
 def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
     """Record the gate event; False while the version waits for `evo approve`."""
     journal.begin("gate")
     events = [e.get("event") for e in ws.lineage.events(version)]
-    threshold = float(ws.settings["gate"]["approval_above_gpu_hours"])
+    threshold = ws.config.gate.approval_above_gpu_hours
     approved = estimate["gpu_hours"] <= threshold or "approved" in events
     status = "approved" if approved else "awaiting-approval"
     ws.lineage.append_event(version, {
@@ -64,10 +64,9 @@ def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *
     from evo.train.launch import run_training
 
     recipe = _with_version_files(ws, recipe, out, files_of or version)
-    run = ws.settings["run"]
     offset = V.schedule_end(ws.lineage.read_all(), parent) if parent else 0
     res = run_training(recipe, out, init_checkpoint=init, version=version, progress=ws.progress,
-                       nproc=int(run["nproc"]), launcher=run["launcher"], step_offset=offset)
+                       nproc=ws.config.run.nproc, launcher=ws.config.run.launcher, step_offset=offset)
     return res.summary
 
 
@@ -114,14 +113,14 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
                 for s in plan.seeds if s <= seed]
         continuation = continuation_of(artifact_dir(ws.root, ws.settings, parent), runs,
                                        noise=R.workspace_noise(ws.lineage.read_all()),
-                                       B=int(ws.settings["search"]["bootstrap_samples"]))
+                                       B=ws.config.search.bootstrap_samples)
         ev = R.eval_summary(out)
         ws.lineage.append_event(parent, {
             "id": event_id(parent, "control", key), "event": "control", "version": parent, "key": key,
             "steps": steps, "seed": seed, "for": version, "run": str(out.relative_to(artifact_root(ws.root, ws.settings))),
             "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"],
             "per_stratum": ev.get("per_stratum", {}), "continuation": continuation,
-            "estimate": gating.estimate(recipe, ws.settings).as_dict(), "grpo_steps": steps,
+            "estimate": gating.estimate(recipe, ws.config.gate).as_dict(), "grpo_steps": steps,
             "metrics": summary.get("final", {}),
         })
         trained.append(key)
@@ -155,7 +154,7 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
         "from_control": from_control,
         "schedule": {"offset": int(summary.get("step_offset") or 0), "steps": int(summary.get("steps") or 0)},
         # what this event trained: nothing for a continuation that reuses its control's run
-        "estimate": {} if from_control else gating.estimate(plan.recipe, ws.settings).as_dict(),
+        "estimate": {} if from_control else gating.estimate(plan.recipe, ws.config.gate).as_dict(),
         "grpo_steps": 0 if from_control else int(plan.recipe["grpo"]["steps"]),
     }
     if parent is None:  # the baseline: the base model's evaluation it is judged against, hashed too
@@ -183,7 +182,7 @@ def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
             "id": event_id(version, "replicated", f"seed-{seed}"), "event": "replicated", "version": version,
             "seed": seed, "run": str(out.relative_to(artifact_root(ws.root, ws.settings))),
             "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"], "per_stratum": ev.get("per_stratum", {}),
-            "estimate": {} if plan.kind == "continue" else gating.estimate(recipe, ws.settings).as_dict(),
+            "estimate": {} if plan.kind == "continue" else gating.estimate(recipe, ws.config.gate).as_dict(),
             "grpo_steps": 0 if plan.kind == "continue" else int(recipe["grpo"]["steps"]),
             "calibration": seed in plan.calibration,
         })

@@ -8,7 +8,7 @@ from evo.errors import ConfigError
 from evo.loop import gate as gating
 from evo.recipe import load_recipe
 from evo.resources import resource_dir
-from evo.settings import load_settings
+from evo.settings import LoopSettings, load_settings
 
 
 def validate_workspace(root: Path) -> dict:
@@ -32,8 +32,9 @@ def validate_workspace(root: Path) -> dict:
     checked.append(f"{len(analyzers)} analyzers")
     skills = load_skills([resource_dir("skills"), root / "skills"])
     checked.append(f"{len(skills)} skills")
-    cost = gating.estimate(recipe, settings)
-    waits = gating.needs_approval(cost, settings)
+    gate = LoopSettings.of(settings).gate
+    cost = gating.estimate(recipe, gate)
+    waits = gating.needs_approval(cost, gate)
     checked.append(
         f"estimated {cost.gpu_hours:.4f} GPU-h ({'needs approval' if waits else 'under the approval threshold'})"
     )

@@ -11,9 +11,9 @@ Colours and symbols for version states are defined once here (the PNGs reuse the
 
 from __future__ import annotations
 
-from evo.vocabulary import Headline
-
 import html
+
+from evo.vocabulary import Headline
 
 STATE_STYLE = {  # state -> (colour, plotly marker symbol, matplotlib marker)
     "promoted": ("#2e7d32", "circle", "o"),

@@ -13,8 +13,6 @@ run leaves the previous report intact.
 
 from __future__ import annotations
 
-from evo import fileio
-
 import base64
 import gzip
 import json
@@ -22,6 +20,7 @@ import math
 import re
 from pathlib import Path
 
+from evo import fileio
 from evo.errors import EvoError
 
 ASSETS = Path(__file__).resolve().parent

@@ -10,11 +10,10 @@ the object API with the Agg canvas (no pyplot state, no display needed).
 
 from __future__ import annotations
 
-from evo.settings import PLOTS_DIR, plots_dir  # noqa: F401 - where a version's PNGs live
-
 from pathlib import Path
 
 from evo.report.figures import MERGE_COLOUR, OUTCOME_COLOUR, PATH_COLOUR, STATE_STYLE
+from evo.settings import PLOTS_DIR, plots_dir  # noqa: F401 - where a version's PNGs live
 
 FIGSIZE = (12.0, 8.0)
 DPI = 100

@@ -51,9 +51,6 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
     return _compile(load_schema(name))
 
 
-_inline_validators: dict[int, tuple[dict, jsonschema.protocols.Validator]] = {}
-
-
 def first_non_finite(instance: Any) -> tuple[list, float] | None:
     """(path, value) of the first NaN or infinite number in `instance`, or None."""
     stack: list[tuple[list, Any]] = [([], instance)]
@@ -131,14 +128,6 @@ def _short(text: str, limit: int = 120) -> str:
 def validate(instance: Any, name: str, *, source: str, error_cls=ConfigError) -> Any:
     """Validate `instance` against schema `name`; raise `error_cls` with one line on failure."""
     return _check(instance, _validator(name), source, error_cls)
-
-
-def validate_against(instance: Any, schema: dict, *, source: str, error_cls=ConfigError) -> Any:
-    """`validate` for a schema held in code (e.g. a skill's front matter), same rules and messages."""
-    cached = _inline_validators.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        cached = _inline_validators[id(schema)] = (schema, _compile(schema))
-    return _check(instance, cached[1], source, error_cls)
 
 
 def _check(instance: Any, validator: jsonschema.protocols.Validator, source: str, error_cls) -> Any:

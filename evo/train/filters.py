@@ -47,53 +47,53 @@ SNR_LOSS_SCALINGS = ("none", "linear", "sqrt")
 
 @dataclass(frozen=True)
 class FilterConfig:
-    std_group: bool = False
-    std_epsilon: float = 1e-6
-    std_component: str = "total"
-    anomaly: bool = False
-    anomaly_rules: tuple[str, ...] = ("truncated", "empty", "repeated_ngram")
-    ngram: int = 4
-    max_ngram_repeats: int = 4
-    truncation_mask: bool = False
-    refill: bool = False
-    max_generation_batches: int = 3
-    snr: bool = False
-    snr_top_p: float = 0.9
-    snr_include_zero: bool = False
-    snr_loss_scaling: str = "none"
-    snr_component: str = "total"
+    std_group: bool
+    std_epsilon: float
+    std_component: str
+    anomaly: bool
+    anomaly_rules: tuple[str, ...]
+    ngram: int
+    max_ngram_repeats: int
+    truncation_mask: bool
+    refill: bool
+    max_generation_batches: int
+    snr: bool
+    snr_top_p: float
+    snr_include_zero: bool
+    snr_loss_scaling: str
+    snr_component: str
 
     @classmethod
     def from_recipe(cls, filters: Mapping | None) -> "FilterConfig":
-        """Build from a normalised recipe's `filters` mapping (missing keys take defaults)."""
-        filters = filters or {}
-        std = filters.get("std_group") or {}
-        anom = filters.get("anomaly") or {}
-        snr = filters.get("snr") or {}
-        if std.get("refill") and not std.get("enabled"):
+        """Build from a recipe's `filters` mapping; missing keys take the recipe schema's defaults."""
+        from evo.recipe import with_defaults
+
+        filters = with_defaults({"filters": dict(filters or {})})["filters"]
+        std, anom, snr = filters["std_group"], filters["anomaly"], filters["snr"]
+        if std["refill"] and not std["enabled"]:
             raise ConfigError("recipe.yaml: filters.std_group.refill: true needs the StdGroupFilter; "
                               "set filters.std_group.enabled: true (refill samples until the step has live groups)")
-        rules = tuple(anom.get("rules", cls.anomaly_rules))
+        rules = tuple(anom["rules"])
         for i, rule in enumerate(rules):
             if rule not in ANOMALY_RULES:
                 raise ConfigError(f"recipe.yaml: filters.anomaly.rules[{i}]: {rule!r} is not a rule; "
                                   f"use one of {', '.join(ANOMALY_RULES)}")
         return cls(
-            std_group=bool(std.get("enabled", False)),
-            std_epsilon=float(std.get("epsilon", 1e-6)),
-            std_component=str(std.get("component", "total")),
-            anomaly=bool(anom.get("enabled", False)),
+            std_group=bool(std["enabled"]),
+            std_epsilon=float(std["epsilon"]),
+            std_component=str(std["component"]),
+            anomaly=bool(anom["enabled"]),
             anomaly_rules=rules,
-            ngram=int(anom.get("ngram", 4)),
-            max_ngram_repeats=int(anom.get("max_ngram_repeats", 4)),
-            truncation_mask=bool(filters.get("truncation_mask", False)),
-            refill=bool(std.get("refill", False)),
-            max_generation_batches=int(std.get("max_generation_batches", 3)),
-            snr=bool(snr.get("enabled", False)),
-            snr_top_p=float(snr.get("top_p", 0.9)),
-            snr_include_zero=bool(snr.get("include_zero", False)),
-            snr_loss_scaling=str(snr.get("loss_scaling", "none")),
-            snr_component=str(snr.get("component", "total")),
+            ngram=int(anom["ngram"]),
+            max_ngram_repeats=int(anom["max_ngram_repeats"]),
+            truncation_mask=bool(filters["truncation_mask"]),
+            refill=bool(std["refill"]),
+            max_generation_batches=int(std["max_generation_batches"]),
+            snr=bool(snr["enabled"]),
+            snr_top_p=float(snr["top_p"]),
+            snr_include_zero=bool(snr["include_zero"]),
+            snr_loss_scaling=str(snr["loss_scaling"]),
+            snr_component=str(snr["component"]),
         )
 
     def check_std_component(self, components: Sequence[str]) -> None:

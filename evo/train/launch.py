@@ -142,7 +142,7 @@ def _wait(proc: subprocess.Popen, stop: Path) -> int:
             if asked:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
-                raise KeyboardInterrupt("stopped at once; rerun the same command to resume from the last checkpoint")
+                raise KeyboardInterrupt("stopped at once; rerun the same command to resume from the last checkpoint") from None
             stop.touch()
             asked = True
 

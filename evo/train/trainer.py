@@ -24,8 +24,15 @@ from pathlib import Path
 
 import torch
 
-from evo.train.records import (append_metrics, concat_parquet, read_metrics, rollout_schema, truncate_metrics,
-                               write_json, write_table)
+from evo.train.records import (
+    append_metrics,
+    concat_parquet,
+    read_metrics,
+    rollout_schema,
+    truncate_metrics,
+    write_json,
+    write_table,
+)
 
 PARTS_DIR = "rollouts.parts"
 

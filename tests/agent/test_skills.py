@@ -176,3 +176,17 @@ def test_harness_skill_analyzers_pass_the_harness_loader(tmp_path):
         result = loader.run_analyzer(f, ctx)
         assert result.status == "ok", result.error
         assert result.layer == "behavior" and result.metrics
+
+
+def test_the_skill_schema_names_exactly_the_operators_the_evaluator_knows():
+    """skill.schema.json is the one description of a SKILL.md; its enums must not drift from the code."""
+    from evo.agent.conditions import _COMPARE, PATCH_OPS, TERM_OPS
+    from evo.schemas import load_schema
+    from evo.vocabulary import Outcome
+
+    schema = load_schema("skill")
+    comparisons = schema["$defs"]["comparison"]["enum"]
+    requirement_ops = schema["$defs"]["requirement"]["oneOf"][1]["properties"]["op"]["enum"]
+    assert set(comparisons) == set(_COMPARE) and set(requirement_ops) == set(comparisons) | set(TERM_OPS)
+    assert schema["properties"]["patch"]["items"]["properties"]["op"]["enum"] == list(PATCH_OPS)
+    assert set(schema["properties"]["outcomes"]["items"]["enum"]) == {o.value for o in Outcome}

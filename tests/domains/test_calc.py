@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from scripted import ScriptedPolicy
 
 from evo.domains import get_environment
 from evo.domains.calc import ExpressionError, evaluate_expression, make_splits
-from scripted import ScriptedPolicy
 from evo.domains.taskfiles import shipped_dir
 from evo.errors import ConfigError
 

@@ -7,10 +7,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from scripted import ScriptedPolicy
 
 from evo.domains import get_environment
 from evo.domains.base import Task
-from scripted import ScriptedPolicy
 from evo.domains.taskfiles import shipped_dir
 
 DOUBLE = Task(id="double", prompt="Read n and print 2n.", stratum="easy",

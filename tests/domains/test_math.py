@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from scripted import ScriptedPolicy
 
 from evo.domains import get_environment
 from evo.domains.base import Task
-from scripted import ScriptedPolicy
 from evo.errors import ConfigError
 
 HALF = Task(id="half", prompt="What is 1/2 + 1/4?", answer="\\frac{3}{4}", stratum="arithmetic")

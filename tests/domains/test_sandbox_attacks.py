@@ -17,11 +17,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from scripted import ScriptedPolicy
 
 from evo.domains import get_environment
 from evo.domains.base import Task
 from evo.domains.sandbox import Sandbox, SandboxLimits, isolation
-from scripted import ScriptedPolicy
 
 JAILED = pytest.mark.skipif(not isolation()["jail"], reason="needs bubblewrap: apt-get install bubblewrap")
 FAST = SandboxLimits(cpu_seconds=1, wall_seconds=4, memory_mb=256, max_output_bytes=16384)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from scripted import CharTokenizer, ScriptedPolicy, WhitespaceTokenizer, reverse_patch_from_git_log
+
 from evo.errors import TrainError
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from scripted import ScriptedPolicy, swe_history_leak_policy, swe_honest_policy
 
 from evo.domains import get_environment
-from scripted import ScriptedPolicy, swe_history_leak_policy, swe_honest_policy
 
 FIXED_CLAMP = "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n"
 CLAMP_PATCH = ("--- a/util.py\n+++ b/util.py\n@@ -4,3 +4,3 @@\n     if x > hi:\n-        return lo\n+        return hi\n"

@@ -6,10 +6,7 @@ once per session; tests that only read it, or extend it, work on copies.
 
 from __future__ import annotations
 
-
 import pytest
-
-
 from loop_support import FAST_SETTINGS, evo, init_workspace, lineage_fingerprint
 
 

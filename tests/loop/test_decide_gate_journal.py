@@ -13,9 +13,9 @@ import pytest
 from evo.loop import gate as gating
 from evo.loop.decide import decide
 from evo.loop.journal import Journal
-from evo.settings import normalize_settings
+from evo.settings import LoopSettings, normalize_settings
 
-SETTINGS = normalize_settings({"domain": "arithmetic", "model": "builtin:tiny-char", "search": {"frontier_size": 2}})
+SETTINGS = LoopSettings.of(normalize_settings({"domain": "arithmetic", "model": "builtin:tiny-char", "search": {"frontier_size": 2}}))
 
 
 @dataclass
@@ -32,7 +32,7 @@ def judged(outcome, delta=0.05, value=0.5, vetoes=()):
 
 def test_improvement_promotes_and_prunes_superseded_frontier():
     frontier = [Rec("v2", {"value": 0.4}), Rec("v3", {"value": 0.7})]
-    d = decide("v4", judged("improvement", value=0.6), harness_only=False, frontier=frontier, settings=SETTINGS)
+    d = decide("v4", judged("improvement", value=0.6), harness_only=False, frontier=frontier, frontier_size=SETTINGS.search.frontier_size)
     assert d.action == "promote"
     assert [v for v, _ in d.also_prune] == ["v2"]  # below the new head; v3 is better and stays
     assert "CI [+0.020, +0.080]" in d.reason
@@ -40,7 +40,7 @@ def test_improvement_promotes_and_prunes_superseded_frontier():
 
 def test_veto_beats_any_score():
     d = decide("v4", judged("improvement", vetoes=[{"audit": "leakage", "message": "git log in 12 trajectories"}]),
-               harness_only=False, frontier=[], settings=SETTINGS)
+               harness_only=False, frontier=[], frontier_size=SETTINGS.search.frontier_size)
     assert d.action == "prune" and "leakage" in d.reason
 
 
@@ -51,7 +51,7 @@ def test_veto_beats_any_score():
     ("insufficient", -0.01, "prune"),
 ])
 def test_outcome_classes_map_to_decisions(outcome, delta, action):
-    d = decide("v4", judged(outcome, delta=delta), harness_only=False, frontier=[], settings=SETTINGS)
+    d = decide("v4", judged(outcome, delta=delta), harness_only=False, frontier=[], frontier_size=SETTINGS.search.frontier_size)
     assert d.action == action
     if outcome == "mixed":
         assert "ablation scheduled" in d.reason
@@ -59,23 +59,23 @@ def test_outcome_classes_map_to_decisions(outcome, delta, action):
 
 def test_full_frontier_prunes_its_weakest():
     frontier = [Rec("v2", {"value": 0.40}), Rec("v3", {"value": 0.45})]
-    keep = decide("v4", judged("insufficient", delta=0.01, value=0.5), harness_only=False, frontier=frontier, settings=SETTINGS)
+    keep = decide("v4", judged("insufficient", delta=0.01, value=0.5), harness_only=False, frontier=frontier, frontier_size=SETTINGS.search.frontier_size)
     assert keep.action == "keep" and [v for v, _ in keep.also_prune] == ["v2"]
-    weakest = decide("v5", judged("insufficient", delta=0.0, value=0.3), harness_only=False, frontier=frontier, settings=SETTINGS)
+    weakest = decide("v5", judged("insufficient", delta=0.0, value=0.3), harness_only=False, frontier=frontier, frontier_size=SETTINGS.search.frontier_size)
     assert weakest.action == "prune" and "frontier is full" in weakest.reason
 
 
 def test_harness_only_revision_is_adopted_unless_vetoed_or_worse():
-    assert decide("v4", judged("insufficient", delta=0.0), harness_only=True, frontier=[], settings=SETTINGS).action == "promote"
-    assert decide("v4", judged("regression", delta=-0.2), harness_only=True, frontier=[], settings=SETTINGS).action == "prune"
+    assert decide("v4", judged("insufficient", delta=0.0), harness_only=True, frontier=[], frontier_size=SETTINGS.search.frontier_size).action == "promote"
+    assert decide("v4", judged("regression", delta=-0.2), harness_only=True, frontier=[], frontier_size=SETTINGS.search.frontier_size).action == "prune"
 
 
 def test_budgets_stop_with_the_key_to_raise():
-    settings = normalize_settings({"domain": "arithmetic", "model": "m", "budget": {"max_steps": 2}})
+    settings = LoopSettings.of(normalize_settings({"domain": "arithmetic", "model": "m", "budget": {"max_steps": 2}}))
     created = {"event": "created", "intervention": {"factor": "x"}, "usage": {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.5}}
     records = {"v1": Rec("v1", events=[created]), "v2": Rec("v2", events=[created])}
     with pytest.raises(gating.BudgetExceeded, match=r"budget.max_steps is spent \(2 steps taken of 2\); raise budget.max_steps"):
-        gating.check_budgets(records, settings)
+        gating.check_budgets(records, settings.budget)
     used = gating.spent(records)
     assert used["agent_tokens"] == 30 and used["agent_cost_usd"] == pytest.approx(1.0)
 
@@ -85,10 +85,10 @@ def test_cost_estimate_scales_with_the_recipe():
 
     small = parse_recipe("domain: {name: arithmetic}\nmodel: {name: builtin:tiny-char}\ngrpo: {steps: 2}\n")
     big = parse_recipe("domain: {name: arithmetic}\nmodel: {name: builtin:tiny-char}\ngrpo: {steps: 2000}\n")
-    a, b = gating.estimate(small, SETTINGS), gating.estimate(big, SETTINGS)
+    a, b = gating.estimate(small, SETTINGS.gate), gating.estimate(big, SETTINGS.gate)
     assert b.tokens_generated > 100 * a.tokens_generated > 0
-    assert not gating.needs_approval(a, SETTINGS)
-    costly = normalize_settings({"domain": "arithmetic", "model": "m", "gate": {"approval_above_gpu_hours": a.gpu_hours / 2}})
+    assert not gating.needs_approval(a, SETTINGS.gate)
+    costly = LoopSettings.of(normalize_settings({"domain": "arithmetic", "model": "m", "gate": {"approval_above_gpu_hours": a.gpu_hours / 2}})).gate
     assert gating.needs_approval(a, costly)
 
 

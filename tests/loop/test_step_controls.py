@@ -3,7 +3,6 @@ pull-request bodies, `evo validate`, and candidates from other agent backends.""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap

@@ -54,9 +54,8 @@ def test_a_judged_step_is_logged_to_the_configured_tracker(stepped, tmp_path):
     import pytest
 
     pytest.importorskip("tensorboard")
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     from loop_support import patch_settings
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     root = copy_workspace(stepped["root"], tmp_path / "ws")
     patch_settings(root, {"logging": {"tensorboard": {"log_dir": "tb"}}})

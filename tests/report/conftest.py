@@ -10,8 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-
 from report_support import evo, evo_json, fast_search, init_workspace, patch_settings
 
 

@@ -6,8 +6,6 @@ import os
 import shutil
 
 import pytest
-
-
 from loop_support import EVO, evo, evo_json, init_workspace, patch_settings  # noqa: F401
 
 

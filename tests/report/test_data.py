@@ -7,7 +7,6 @@ at 120 versions so the test stays fast.
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -118,7 +117,7 @@ def test_a_large_synthetic_lineage_gathers_and_renders(synthetic):
 
     figures = all_figures(model)
     assert {"tree", "deltas"} <= set(figures)
-    for name, fig in figures.items():  # the page's figures are plain dicts: each must be a valid Plotly figure
+    for fig in figures.values():  # the page's figures are plain dicts: each must be a valid Plotly figure
         go.Figure({**fig, "layout": {**fig["layout"], "template": template()}})
 
     evil = next(v for v in model["versions"] if v["intervention"] and v["name"] != "v0")

@@ -13,7 +13,6 @@ import json
 import re
 
 import pytest
-
 from report_support import chromium_or_skip, evo_json
 
 from evo.report.figures import STATE_STYLE
@@ -115,9 +114,9 @@ def test_the_merge_is_drawn_as_two_edges_into_the_merged_node(page, workspace):
 
 def test_trend_plots_are_drawn_with_one_point_per_logged_step(page, workspace):
     pg, _ = page
+    from evo.lineage import Lineage
     from evo.report.data import promoted_path
     from evo.report.runs import read_metrics
-    from evo.lineage import Lineage
     from evo.settings import artifact_dir, load_settings
 
     root = workspace["root"]

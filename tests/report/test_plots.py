@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 from PIL import Image
-from scipy import ndimage
-
 from report_support import evo, evo_json
+from scipy import ndimage
 
 from evo.report.plots import OWN_COLOUR, SIZE
 from evo.report.runs import TRAINING_KEYS, read_metrics

@@ -15,7 +15,6 @@ import sys
 
 import pytest
 import yaml
-
 from report_support import evo, evo_json
 
 from evo.lineage import Lineage

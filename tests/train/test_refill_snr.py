@@ -4,6 +4,7 @@ At temperature 0.8 the tiny policy leaves half to two thirds of its groups dead
 (every sample right, or every sample wrong), which is the recipe refill is for.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -24,7 +25,7 @@ from .conftest import small_recipe
 
 
 def _snr(**kw):
-    return FilterConfig(snr=True, **{f"snr_{k}": v for k, v in kw.items()})
+    return dataclasses.replace(FilterConfig.from_recipe(None), snr=True, **{f"snr_{k}": v for k, v in kw.items()})
 
 
 def test_snr_keeps_the_highest_spread_groups_until_they_hold_top_p():
