@@ -147,43 +147,70 @@ def _human_proposal(ws, version: str, parent: str, parent_recipe: dict, worktree
             "violation": violation}
 
 
+MAX_MEASURE_SEEDS = 16  # search.train_seeds' own maximum
+
+
 def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,
                         usage: dict) -> dict:
     """The agent proposes nothing: stop only on a measured plateau, else measure one.
 
     A plateau is measured when continuing the parent's own recipe (its
-    control, or a continue-training child) has been judged against it. If
-    it never was, the loop itself proposes that continuation: stopping while
-    the policy may still be learning would leave the gain on the table.
+    control, or a continue-training child) was judged against it and gained no
+    more than the noise floor, with the training reward flat within its noise
+    (slope t below 2). Until then the loop proposes the continuation itself:
+    first once, then, while the last one is inconclusive but promising (its
+    gain above the floor, or the reward still rising, yet its interval spans
+    0), again under one more seed, so the verdict tightens instead of the loop
+    stopping on a coin flip.
     """
     measured = V.continuations(records, parent)
     slope_t = (diagnosis.get("metrics") or {}).get("signal/reward_slope_t")
+    rising = slope_t is not None and slope_t >= 2
     curve = ("" if slope_t is None else
-             f"; training reward slope t = {slope_t:.1f} ({'still rising' if slope_t >= 2 else 'flat within its noise' if abs(slope_t) < 2 else 'falling'})")
+             f"; training reward slope t = {slope_t:.1f} ({'still rising' if rising else 'flat within its noise' if abs(slope_t) < 2 else 'falling'})")
+    steps = int(parent_recipe["grpo"]["steps"])
     if not measured:
-        steps = int(parent_recipe["grpo"]["steps"])
-        manifest = {
-            "kind": "continue", "factor": "continue",
-            "change": f"continue {parent}'s recipe for {steps} more steps",
-            "hypothesis": "No lever's trigger fires and no continuation of this version has been measured: "
-                          f"train its recipe further to measure whether the policy is still learning{curve}.",
-            "evidence": {"findings": [], "metrics": {} if slope_t is None else {"signal/reward_slope_t": slope_t}},
-            "predicted_effect": "score/avg_at_k rises beyond the noise floor while the policy is still learning; "
-                                "otherwise the plateau is measured and the loop stops",
-            "expected_cost": f"{steps} training steps of the parent's recipe", "skill": None,
-        }
-        from evo.agent.manifest import normalize_manifest
-
-        return {"status": "proposed", "manifests": [normalize_manifest(manifest, source="loop manifest")],
-                "usage": usage, "agent": "loop", "violation": None}
+        return _continue(parent, steps, 1, usage, slope_t,
+                         "No lever's trigger fires and no continuation of this version has been measured: "
+                         f"train its recipe further to measure whether the policy is still learning{curve}.")
     last = measured[-1]
     floor = f", noise floor ±{last['noise_floor']:.4f}" if last.get("noise_floor") else ""
-    text = (f"continuing {parent}'s recipe ({last['via']}) gave Δ {last['delta']:+.4f} "
+    text = (f"continuing {parent}'s recipe ({last['via']}, {last.get('seeds') or 1} seed(s)) gave Δ {last['delta']:+.4f} "
             f"[{last['ci_low']:+.4f}, {last['ci_high']:+.4f}]{floor}: {last['outcome']}{curve}")
+    above_floor = last.get("noise_floor") is not None and last["delta"] is not None and last["delta"] > last["noise_floor"]
+    seeds = int(last.get("seeds") or 1) + 1
+    if last["outcome"] != "improvement" and (above_floor or rising) and seeds <= MAX_MEASURE_SEEDS:
+        return _continue(parent, steps, seeds, usage, slope_t,
+                         f"Inconclusive, not a plateau: {text}. Measure the same continuation again under {seeds} "
+                         "seeds; the pooled runs narrow the interval.")
+    if last["outcome"] == "improvement" and str(last["via"]).startswith("control "):
+        # A control that beat its parent is a gain more training alone gives: keep it as a version (its run is
+        # reused, nothing is trained again) rather than stop with it on the table.
+        return _continue(parent, steps, int(last.get("seeds") or 1), usage, slope_t,
+                         f"Still learning: {text}. Keep that continuation as a version.")
     reason = ("plateau measured: " + text if last["outcome"] != "improvement" else
-              f"the last continuation improved ({text}) but no further intervention applies")
+              f"the last continuation improved ({text}; kept as {last['via']}) and no further intervention applies")
     return {"status": "nothing", "reason": reason,
             "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t}}
+
+
+def _continue(parent: str, steps: int, seeds: int, usage: dict, slope_t, hypothesis: str) -> dict:
+    """The loop's own continue-training proposal: `parent`'s recipe for `steps` more steps under `seeds` seeds."""
+    from evo.agent.manifest import normalize_manifest
+
+    manifest = {
+        "kind": "continue", "factor": "continue",
+        "change": f"continue {parent}'s recipe for {steps} more steps" + (f" under {seeds} seeds" if seeds > 1 else ""),
+        "hypothesis": hypothesis,
+        "evidence": {"findings": [], "metrics": {} if slope_t is None else {"signal/reward_slope_t": slope_t}},
+        "predicted_effect": "score/avg_at_k rises beyond the noise floor while the policy is still learning; "
+                            "otherwise the plateau is measured and the loop stops",
+        "expected_cost": f"{steps} training steps of the parent's recipe per seed not yet trained", "skill": None,
+    }
+    if seeds > 1:
+        manifest["seeds"] = seeds
+    return {"status": "proposed", "manifests": [normalize_manifest(manifest, source="loop manifest")],
+            "usage": usage, "agent": "loop", "violation": None}
 
 
 def commit(ws, version: str, parent: str, proposal: dict) -> dict:

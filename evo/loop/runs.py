@@ -74,6 +74,12 @@ def with_seed(recipe: dict, seed: int) -> dict:
     return out
 
 
+def version_seeds(recipe: dict, manifest: dict, train_seeds: int) -> list[int]:
+    """The seeds a version trains (or, for continue-training, measures) under: search.train_seeds, or more
+    when its manifest asks for them (`seeds`, a continuation measured again)."""
+    return seeds_for(recipe, max(int(train_seeds), int(manifest.get("seeds") or 0)))
+
+
 def replicate_dir(root: Path, settings: dict, version: str, seed: int) -> Path:
     return artifact_dir(root, settings, version) / REPLICATES / f"seed-{seed}"
 

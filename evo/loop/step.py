@@ -202,7 +202,8 @@ class StepRunner(StepContext):
         report.backtest = bt.get("message", "") if bt else ""
 
         control = self.config.search.control == "continue"
-        plan = Plan(kind, recipe, R.seeds_for(recipe, self.config.search.train_seeds), control=control and kind == "policy",
+        plan = Plan(kind, recipe, R.version_seeds(recipe, primary, self.config.search.train_seeds),
+                    control=control and kind == "policy",
                     control_steps=R.control_steps(parent_recipe, recipe, primary.get("factor")))
         result = self._gate_run_judge(journal, version, plan, parent=parent, parent_recipe=parent_recipe)
         report.estimate = result.get("estimate", {})

@@ -93,7 +93,8 @@ def continuations(records: dict, name: str) -> list[dict]:
     From the controls trained for its children (`control` events on it) and
     from continue-training children (their progress against it), oldest first;
     a harness-only revision shares its parent's policy, so it shares those too:
-    `{via, steps, outcome, delta, ci_low, ci_high, noise_floor, value}`.
+    `{via, steps, seeds, outcome, delta, ci_low, ci_high, noise_floor, value}` (`seeds`: the
+    training seeds the figure pools).
     """
     from evo.loop.runs import control_events
 
@@ -101,10 +102,13 @@ def continuations(records: dict, name: str) -> list[dict]:
     sharing = policy_source(records, name)  # a harness-only revision's policy is its parent's
     for source in sharing:
         latest: dict[int, dict] = {}  # a schedule measured again with more seeds supersedes its earlier figure
-        for ev in control_events(records.get(source)).values():
+        measured: dict[int, int] = {}
+        for ev in sorted(control_events(records.get(source)).values(), key=lambda e: e["time"]):
             if ev.get("continuation"):
-                latest[int(ev["steps"])] = {"via": f"control {ev['key']} of {source}", "steps": int(ev["steps"]),
-                                            "time": ev["time"], **_figure_fields(ev["continuation"])}
+                steps = int(ev["steps"])
+                measured[steps] = measured.get(steps, 0) + 1  # each seed's figure pools the seeds before it
+                latest[steps] = {"via": f"control {ev['key']} of {source}", "steps": steps, "seeds": measured[steps],
+                                 "time": ev["time"], **_figure_fields(ev["continuation"])}
         out += latest.values()
     for rec in records.values():
         created = rec.last("created") or {}
@@ -112,7 +116,8 @@ def continuations(records: dict, name: str) -> list[dict]:
         if list(rec.parents)[:1] and rec.parents[0] in sharing and judged \
                 and intervention_kind(created) == "continue":
             figure = judged.get("progress") or judged
-            out.append({"via": rec.name, "steps": None, "time": judged["time"], **_figure_fields(figure)})
+            out.append({"via": rec.name, "steps": None, "seeds": int(judged.get("seeds") or 1), "time": judged["time"],
+                        **_figure_fields(figure)})
     return sorted(out, key=lambda c: c["time"])
 
 
