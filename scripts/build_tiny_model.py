@@ -20,8 +20,12 @@ sharpening a distribution whose mode is often right but whose samples are not.
 
 Each step draws a fixed number of examples per domain (`Corpus.BATCH`) and
 weights the domains equally. Everything is seeded and runs on one thread; on
-the same torch build the output is the same. The shipped model is the default
-run (1,500 steps; ~41 min on one thread of a shared 2-core machine).
+the same torch build the output is the same. The default run (1,500 steps,
+~42 min on one thread of a shared 2-core machine) is NOT what is shipped yet:
+its base learns patch under the v0 recipe but not calc, since it copies a
+calculator's result into its answer only when the result is short (status
+and figures in docs/domains.md); evo/data/tiny-char/ is still the older
+arithmetic-only build.
 
     python scripts/build_tiny_model.py            # writes evo/data/tiny-char/
     python scripts/build_tiny_model.py --out DIR --steps 300
