@@ -195,7 +195,15 @@ def register(group):
         a, b = _resolve(candidate, workspace), _resolve(baseline, workspace)  # compare_runs(child, parent)
         if B is None:
             B = int(get_path(a.settings, "search.bootstrap_samples", DEFAULT_B))
-        result = compare_runs(a.run_dir, b.run_dir, B=B, seed=seed)
+        noise, seeds = None, {}
+        if a.root is not None and a.version and b.version:
+            # Two versions of one workspace: each is one training draw (the base model none), so the interval
+            # is read against the seed noise the workspace measured, as the loop's own verdicts are.
+            from evo.loop.runs import workspace_noise
+
+            noise = workspace_noise(_lineage(a.root).read_all())
+            seeds = {"child_seeds": None if a.version == "base" else 1, "parent_seeds": None if b.version == "base" else 1}
+        result = compare_runs(a.run_dir, b.run_dir, B=B, seed=seed, noise=noise, **seeds)
 
         def render(r):
             _console().print(f"[bold]{candidate}[/] (candidate) vs [bold]{baseline}[/] (baseline)")

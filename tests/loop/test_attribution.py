@@ -169,3 +169,10 @@ def test_a_learning_recipe_is_continued_and_never_stopped_while_it_still_learns(
     first = next(v for v in continued if v["state"] == "promoted")
     created = next(e for e in evo_json("show", "-C", root, first["name"])["events"] if e["event"] == "created")
     assert created["intervention"]["kind"] == "continue" and "continuation" in created["intervention"]["hypothesis"]
+
+
+def test_evo_compare_of_two_versions_reads_the_workspace_noise_floor(noop_ws):
+    cmp = evo_json("compare", "-C", noop_ws, "v0", "v1")
+    assert cmp["noise_floor"] > 0 and cmp["child_seeds"] == 1 and cmp["baseline_seeds"] == 1
+    assert cmp["ci_high"] - cmp["ci_low"] > cmp["boot_ci_high"] - cmp["boot_ci_low"]
+    assert evo_json("compare", "-C", noop_ws, "base", "v0")["baseline_seeds"] is None  # the base model is no draw
