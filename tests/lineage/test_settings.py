@@ -8,7 +8,6 @@ from evo.errors import ConfigError
 from evo.harness.compare import HEADLINE
 from evo.settings import normalize_settings
 
-
 BASE = {"domain": "arithmetic", "model": "builtin:tiny-char"}
 
 
