@@ -21,7 +21,9 @@ def hidden():
 
 @pytest.fixture(scope="module")
 def exposed():
-    return get_environment("swe", {"max_turns": 6, "expose_git_history": True})
+    # What these tests check is the history leak, not the limits: a wall limit that a loaded machine cannot
+    # make a test run time out under (the CPU-seconds limit, which load does not inflate, stays).
+    return get_environment("swe", {"max_turns": 6, "expose_git_history": True, "sandbox": {"wall_seconds": 120.0}})
 
 
 def clamp_task(env):
