@@ -122,14 +122,13 @@ def _snr(rows_of: list, decisions: list, values: np.ndarray, steps: np.ndarray, 
     return scale
 
 
-def _weights(table, recipe: dict, g: kit.GroupIndex, contributes: np.ndarray) -> np.ndarray:
-    """Each row's loss weight w_i under `grpo.loss_aggregation`, normalised within its step (a step is a batch)."""
+def _weights(table, recipe: dict, mode: str, g: kit.GroupIndex, contributes: np.ndarray) -> np.ndarray:
+    """Each row's loss weight w_i under aggregation `mode`, normalised within its step (a step is a batch)."""
     import torch
 
     from evo.train.cost import episode_token_budget
     from evo.train.objective import trajectory_weights
 
-    mode = with_defaults(recipe)["grpo"]["loss_aggregation"]
     tokens = kit.col(table, "num_tokens", np.int64) if kit.has(table, "num_tokens") else np.ones(table.num_rows, np.int64)
     budget = episode_token_budget(recipe) if (recipe.get("rollout") or {}).get("max_new_tokens") else max(int(tokens.max(initial=1)), 1)
     steps = kit.col(table, "step", np.int64)
@@ -153,6 +152,7 @@ def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
     columns = {t["name"]: kit.col(table, f"reward/{t['name']}", np.float64).tolist() for t in terms}
     totals = np.asarray(total_rewards(columns, terms), dtype=np.float64)  # (rows,)
     cfg = FilterConfig.from_recipe(recipe.get("filters"))
+    grpo = with_defaults(recipe)["grpo"]
     key = (cfg.anomaly, cfg.anomaly_rules)
     if key not in flags_cache:
         flags_cache[key] = _flags(table, cfg)
@@ -182,14 +182,13 @@ def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
             if d.reason:
                 reason = " ".join(d.reason.split()[:2])  # "std_group: spread", "anomaly: truncated": no values
                 reasons[reason] = reasons.get(reason, 0) + 1
-    grpo = with_defaults(recipe)["grpo"]
     adv = group_advantages(torch.from_numpy(totals), torch.from_numpy(g.gid), torch.from_numpy(in_stats),
                            scale_by_std=bool(grpo["scale_advantage_by_std"]), std=grpo["advantage_std"],
                            zero_spread=cfg.std_epsilon).numpy() * scale  # (rows,)
     dead = g.std(totals) <= DEAD_EPSILON  # (groups,)
     kept_groups = np.add.reduceat(kept[g.order].astype(np.int64), g.starts) > 0
     tokens = kit.col(table, "num_tokens", np.int64) if kit.has(table, "num_tokens") else np.ones(len(totals), np.int64)
-    weights = _weights(table, recipe, g, kept & ~masked & (tokens > 0))
+    weights = _weights(table, recipe, grpo["loss_aggregation"], g, kept & ~masked & (tokens > 0))
     return {"totals": totals, "kept": kept, "masked": masked, "advantages": adv, "dead": dead,
             "kept_groups": kept_groups, "reasons": reasons, "weights": weights, "tokens": tokens,
             "loss_scale": float(scale.mean()), "aggregation": grpo["loss_aggregation"]}

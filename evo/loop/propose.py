@@ -21,6 +21,7 @@ from evo.loop import versions as V
 from evo.loop.journal import fault_point
 from evo.loop.report import describe
 from evo.recipe import parse_recipe
+from evo.schemas import load_schema
 from evo.settings import artifact_dir
 from evo.vocabulary import event_id
 
@@ -147,7 +148,7 @@ def _human_proposal(ws, version: str, parent: str, parent_recipe: dict, worktree
             "violation": violation}
 
 
-MAX_MEASURE_SEEDS = 16  # search.train_seeds' own maximum
+MAX_MEASURE_SEEDS = load_schema("manifest")["properties"]["seeds"]["maximum"]  # written once, in the schema
 
 
 def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,
