@@ -2,7 +2,10 @@
 
 - *Abandonment*: the policy ended the episode itself (finish_reason eos/stop)
   without a final answer and without calling a submit tool (SUBMIT_TOOLS).
-- *Idle turns*: turns without a tool call (turns - tool_calls).
+- *Idle turns*: turns without a valid action, as the domain counts them (the
+  `idle_turns` column); where a domain keeps no count, turns without a tool
+  call (turns - tool_calls). The fallback would call a final `answer N` turn
+  idle, which is why the domain's own count comes first.
 - *Idle failure*: the episode ran out (turn or token limit) with no answer and
   at least IDLE_SHARE of its turns idle — the policy talked instead of acting.
 
@@ -51,6 +54,9 @@ def _modes(table):
     calls = kit.col(table, "tool_calls", np.int64) if kit.has(table, "tool_calls") else np.zeros(n, np.int64)
     truncated = kit.col(table, "truncated", bool) if kit.has(table, "truncated") else np.zeros(n, bool)
     idle = np.maximum(turns - calls, 0)
+    if kit.has(table, "idle_turns"):
+        counted = table.column("idle_turns").is_valid().to_numpy(zero_copy_only=False)  # (n,) the domain counted
+        idle = np.where(counted, np.minimum(kit.col(table, "idle_turns", np.int64), turns), idle)
     ended_itself = kit.text_in(table, "finish_reason", ("eos", "stop")) if has_finish else np.ones(n, bool)
     hit_limit = kit.text_in(table, "finish_reason", ("max_turns", "length")) if has_finish else np.zeros(n, bool)
     ran_out = hit_limit | truncated

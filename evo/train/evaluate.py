@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from evo.train.records import eval_schema, write_json, write_table
+from evo.train.records import eval_schema, idle_turns, write_json, write_table
 
 HEADLINE = "correctness"
 
@@ -86,7 +86,8 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
             "score": float(t.components.get(HEADLINE, 0.0)),
             "num_tokens": int(sum(t.response_mask)), "truncated": bool(t.truncated),
             "finish_reason": t.finish_reason, "turns": int(t.turns), "tool_calls": int(t.tool_calls),
-            "tools": list(t.info.get("tools", [])), "transcript": transcript_json(t),
+            "tools": list(t.info.get("tools", [])), "idle_turns": idle_turns(t.info),
+            "transcript": transcript_json(t),
         }
         for c in components:
             row[f"reward/{c}"] = float(t.components.get(c, 0.0))

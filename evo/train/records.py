@@ -18,6 +18,7 @@ ROLLOUT_BASE_COLUMNS = (
     ("task_id", "string"), ("stratum", "string"), ("prompt", "string"), ("completion", "string"),
     ("completion_tokens", "list<int32>"), ("num_tokens", "int32"), ("finish_reason", "string"),
     ("truncated", "bool"), ("turns", "int32"), ("tool_calls", "int32"), ("tools", "list<string>"),
+    ("idle_turns", "int32"),  # turns without a valid action, as the domain counts them (null: it does not)
     ("answer", "string"), ("transcript", "string"), ("reward", "float64"),
 )
 ROLLOUT_TAIL_COLUMNS = (
@@ -33,8 +34,15 @@ EVAL_BASE_COLUMNS = (
 )
 EVAL_TAIL_COLUMNS = (
     ("num_tokens", "int32"), ("truncated", "bool"), ("finish_reason", "string"), ("turns", "int32"),
-    ("tool_calls", "int32"), ("tools", "list<string>"), ("transcript", "string"),
+    ("tool_calls", "int32"), ("tools", "list<string>"), ("idle_turns", "int32"), ("transcript", "string"),
 )
+
+
+def idle_turns(info: dict) -> int | None:
+    """The domain's own count of idle turns (its last step's `idle_turns`, which the rollout driver keeps
+    under the trajectory's `extra`), None where it keeps none."""
+    value = (info.get("extra") or {}).get("idle_turns")
+    return None if value is None else int(value)
 
 
 def _arrow_type(name: str):

@@ -27,6 +27,7 @@ import torch
 from evo.train.records import (
     append_metrics,
     concat_parquet,
+    idle_turns,
     read_metrics,
     rollout_schema,
     truncate_metrics,
@@ -238,7 +239,8 @@ class Trainer:
             "completion_tokens": [int(x) for x in t.response_ids],
             "num_tokens": int(sum(t.response_mask)), "finish_reason": t.finish_reason,
             "truncated": bool(t.truncated), "turns": int(t.turns), "tool_calls": int(t.tool_calls),
-            "tools": list(t.info.get("tools", [])), "answer": str(t.info.get("answer", "") or ""),
+            "tools": list(t.info.get("tools", [])), "idle_turns": idle_turns(t.info),
+            "answer": str(t.info.get("answer", "") or ""),
             "transcript": transcript_json(t), "reward": float(reward),
             "advantage": advantage, "kept": bool(d.kept), "filter_reason": d.reason, "masked": bool(d.masked),
             "kl": float(per["kl"]), "entropy": float(per["entropy"]),

@@ -128,3 +128,32 @@ def test_bad_options_and_rows_are_one_line_errors(tmp_path):
     bad.write_text('{"expr": "2+2", "answer": 5}\n')
     with pytest.raises(ConfigError, match=r"bad.jsonl:1: 'answer' 5 is not the value of '2\+2'"):
         get_environment("calc", {"validation_file": str(bad)}).tasks("validation")
+
+
+def test_eval_records_keep_the_domains_idle_turn_count(tmp_path):
+    """eval.parquet's `idle_turns` is the episode's own count: a tool call then an answer has none, a
+    nonsense turn before them one (turns - tool_calls would say 1 and 2)."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from evo.recipe import load_recipe
+    from evo.train.evaluate import evaluate
+
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "calc-tiny.yaml")
+    recipe["eval"]["max_tasks"] = 6
+
+    def respond(context: str) -> str:
+        expr = context.split("Q: ", 1)[1].split("\n", 1)[0]
+        if "|= " in context:
+            return "answer " + context.rsplit("|= ", 1)[1].split("\n", 1)[0] + "\n"
+        if expr[0] in "13579" and "|?" not in context:
+            return "@@\n"
+        return f"calc {expr}\n"
+
+    evaluate(ScriptedPolicy(respond), recipe, tmp_path, k=1)
+    rows = pq.read_table(tmp_path / "eval.parquet").to_pylist()
+    assert {row["idle_turns"] for row in rows} == {0, 1}
+    for row in rows:
+        assert row["idle_turns"] == (1 if row["completion"].startswith("@@") else 0)
+        assert row["tool_calls"] == 1 and row["turns"] == 2 + row["idle_turns"] and row["score"] == 1.0

@@ -140,6 +140,17 @@ def test_abandonment_and_idle_failure(tmp_path, art):
     assert art.by_id(r, "behavior.idle_failure")["evidence"]["rows"][0] == "s1-g0-0"
 
 
+def test_idle_turns_are_the_domains_count_where_it_keeps_one(tmp_path, art):
+    """A calc episode `calc 12*3` then `answer 36` has two turns, one tool call and no idle turn: the final
+    answer is an action. turns - tool_calls would call half of all turns idle; the domain's count says none."""
+    n = 48
+    idle = [0] * 24 + [1] * 12 + [None] * 12  # None: a domain that keeps no count (fallback: turns - tool_calls)
+    table = art.rollouts(turns=[2] * n, tool_calls=[1] * n, tools=[["calc"] for _ in range(n)])
+    table = table.append_column("idle_turns", pa.array(idle, pa.int32()))
+    m = art.run_builtin("abandonment", art.ctx_for(tmp_path, rollouts_t=table, recipe=MULTI_TURN))["metrics"]
+    assert m["behavior/idle_turn_frac"] == pytest.approx((12 * 1 + 12 * 1) / (48 * 2))
+
+
 def test_tool_use_rates_shares_and_score_lift(tmp_path, art):
     tools = [["python"], ["python", "python", "search"], [], []] * 12
     table = art.rollouts(tools=tools, tool_calls=[len(t) for t in tools])

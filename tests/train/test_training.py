@@ -21,7 +21,7 @@ from .conftest import small_recipe
 
 CONTRACT_COLUMNS = {
     "traj_id", "version", "step", "group", "sample", "task_id", "stratum", "prompt", "completion",
-    "completion_tokens", "num_tokens", "finish_reason", "truncated", "turns", "tool_calls", "tools", "answer",
+    "completion_tokens", "num_tokens", "finish_reason", "truncated", "turns", "tool_calls", "tools", "idle_turns", "answer",
     "transcript", "reward", "advantage", "kept", "filter_reason", "masked", "kl", "entropy", "clip_frac_low",
     "clip_frac_high",
 }
