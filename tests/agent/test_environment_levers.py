@@ -1,0 +1,76 @@
+"""Environment levers: the skills that change what the domain offers (turn limit, a tool), not the trainer.
+
+Each is checked on the diagnosis that fires it, the one that must not, and the recipe it needs: the turn
+limit is doubled only when episodes run out while acting, the calculator is offered only where it is off.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evo.agent import get_agent
+from evo.recipe import load_recipe
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def _propose(settings, ctx):
+    return get_agent(settings, backend="heuristic").propose(ctx)
+
+
+@pytest.fixture
+def patch_short(worktree):
+    shutil.copy(RECIPES / "patch-tiny-short.yaml", worktree / "recipe.yaml")
+    return worktree
+
+
+@pytest.fixture
+def calc_notool(worktree):
+    shutil.copy(RECIPES / "calc-tiny-notool.yaml", worktree / "recipe.yaml")
+    return worktree
+
+
+def test_turn_limit_doubles_when_episodes_run_out_while_acting(patch_short, kit, make_ctx, settings):
+    diag = kit.diagnosis({"behavior/max_turns_frac": 0.39, "behavior/idle_failure_frac": 0.02})
+    proposal = _propose(settings, make_ctx(diag, skills=[kit.skill_named("raise-turn-limit")], domain="patch"))
+    assert proposal is not None and proposal.manifest["factor"] == "domain.options.max_turns"
+    after = load_recipe(patch_short / "recipe.yaml")
+    assert after["domain"]["options"] == {"max_turns": 8, "max_idle_turns": 3}
+
+
+@pytest.mark.parametrize("metrics", [
+    {"behavior/max_turns_frac": 0.07, "behavior/idle_failure_frac": 0.0},  # the limit rarely binds
+    {"behavior/max_turns_frac": 0.6, "behavior/idle_failure_frac": 0.5},  # it binds, but the policy idles
+])
+def test_turn_limit_stays_when_it_is_not_the_bottleneck(metrics, patch_short, kit, make_ctx, settings):
+    before = (patch_short / "recipe.yaml").read_text()
+    ctx = make_ctx(kit.diagnosis(metrics), skills=[kit.skill_named("raise-turn-limit")], domain="patch")
+    assert _propose(settings, ctx) is None
+    assert (patch_short / "recipe.yaml").read_text() == before
+
+
+def test_turn_limit_needs_a_recipe_that_names_one(worktree, kit, make_ctx, settings):
+    """The arithmetic baseline is single-turn: no `domain.options.max_turns` to raise."""
+    diag = kit.diagnosis({"behavior/max_turns_frac": 0.9, "behavior/idle_failure_frac": 0.0})
+    assert _propose(settings, make_ctx(diag, skills=[kit.skill_named("raise-turn-limit")])) is None
+
+
+def test_calculator_is_offered_when_many_tasks_are_out_of_reach(calc_notool, kit, make_ctx, settings):
+    diag = kit.diagnosis({"score/unsolved_task_frac": 0.64})
+    proposal = _propose(settings, make_ctx(diag, skills=[kit.skill_named("offer-the-calculator")], domain="calc"))
+    assert proposal is not None and proposal.manifest["factor"] == "domain.options.tool"
+    assert load_recipe(calc_notool / "recipe.yaml")["domain"]["options"]["tool"] is True
+
+
+def test_calculator_is_not_offered_twice_nor_without_the_evidence(calc_notool, kit, make_ctx, settings):
+    skill = [kit.skill_named("offer-the-calculator")]
+    assert _propose(settings, make_ctx(kit.diagnosis({"score/unsolved_task_frac": 0.1}), skills=skill,
+                                       domain="calc")) is None
+    shutil.copy(RECIPES / "calc-tiny.yaml", calc_notool / "recipe.yaml")  # the tool is already on
+    assert _propose(settings, make_ctx(kit.diagnosis({"score/unsolved_task_frac": 0.64}), skills=skill,
+                                       domain="calc")) is None
+    assert _propose(settings, make_ctx(kit.diagnosis({"score/unsolved_task_frac": 0.64}), skills=skill,
+                                       domain="arithmetic")) is None
