@@ -49,6 +49,8 @@ def eval_trigger(cond: dict, metrics: dict) -> tuple[bool, float, list[str], dic
 
     `{all: [...]}` holds when every member does (strength: their mean over
     non-gate members), `{any: [...]}` when one does (strength: the strongest).
+    A condition marked `optional` holds where its metric is absent (e.g. "turns are ample" in a
+    single-turn domain, whose diagnosis has no turn counts); a metric present but not a number still fails.
     """
     if "all" in cond:
         return eval_triggers(cond["all"], metrics)
@@ -64,6 +66,8 @@ def eval_trigger(cond: dict, metrics: dict) -> tuple[bool, float, list[str], dic
     key, op, threshold = cond["metric"], cond["op"], cond["value"]
     value = metrics.get(key)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or (isinstance(value, float) and math.isnan(value)):
+        if cond.get("optional") and key not in metrics:  # a measure this domain does not produce: nothing to bar
+            return True, 0.0, [], {}
         return False, 0.0, [key], {}
     holds = _COMPARE[op](value, threshold)
     strength = 0.0 if (not holds or cond.get("gate")) else _margin(op, float(value), threshold)

@@ -74,3 +74,27 @@ def test_calculator_is_not_offered_twice_nor_without_the_evidence(calc_notool, k
                                        domain="calc")) is None
     assert _propose(settings, make_ctx(kit.diagnosis({"score/unsolved_task_frac": 0.64}), skills=skill,
                                        domain="arithmetic")) is None
+
+
+def test_dead_groups_under_a_binding_turn_limit_raise_the_limit_not_a_filter(patch_short, kit, make_ctx, settings):
+    """Dead groups are a symptom when episodes run out of turns: the filter's 'turns are ample' gate bars it
+    (as its 'length is ample' gate does under truncation), and the turn limit is what the heuristic raises."""
+    metrics = {"signal/dead_group_ratio": 0.8, "behavior/truncated_frac": 0.0,
+               "behavior/max_turns_frac": 0.39, "behavior/idle_failure_frac": 0.02}
+    skills = [kit.skill_named("std-group-filter"), kit.skill_named("raise-turn-limit")]
+    proposal = _propose(settings, make_ctx(kit.diagnosis(metrics), skills=skills, domain="patch"))
+    assert proposal.manifest["skill"] == "raise-turn-limit"
+    shutil.copy(RECIPES / "patch-tiny.yaml", patch_short / "recipe.yaml")
+    ample = {**metrics, "behavior/max_turns_frac": 0.07}
+    proposal = _propose(settings, make_ctx(kit.diagnosis(ample), skills=skills, domain="patch"))
+    assert proposal.manifest["skill"] == "std-group-filter"
+
+
+def test_an_optional_gate_holds_only_where_its_metric_is_absent():
+    from evo.agent.conditions import eval_triggers
+
+    gate = {"metric": "behavior/max_turns_frac", "op": "<", "value": 0.25, "gate": True, "optional": True}
+    dead = {"metric": "signal/dead_group_ratio", "op": ">", "value": 0.2}
+    assert eval_triggers([dead, gate], {"signal/dead_group_ratio": 0.5})[0]  # single-turn: no turn counts
+    assert not eval_triggers([dead, gate], {"signal/dead_group_ratio": 0.5, "behavior/max_turns_frac": 0.4})[0]
+    assert not eval_triggers([dead, gate], {"signal/dead_group_ratio": 0.5, "behavior/max_turns_frac": None})[0]
