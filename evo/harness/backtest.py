@@ -35,7 +35,8 @@ import numpy as np
 from evo.errors import ConfigError, HarnessError
 from evo.harness import kit
 from evo.harness.context import RunArtifacts
-from evo.recipe import DEFAULT_REWARD_TERMS, get_path, with_defaults
+from evo.recipe import DEFAULT_REWARD_TERMS, get_path
+from evo.recipe_spec import Grpo, Rollout, section
 
 REPLAYABLE = {"reward": None, "filters": None,
               "grpo": {"scale_advantage_by_std", "advantage_std", "loss_aggregation"}}
@@ -78,10 +79,12 @@ def _terms(recipe: dict) -> list[dict]:
 
 
 def _require_components(recipe: dict, stored: list[str], where: str, run_dir: Path) -> None:
+    from evo.train.filters import FilterConfig
+
     needed = [t["name"] for t in _terms(recipe)]
-    std = (recipe.get("filters") or {}).get("std_group") or {}
-    if std.get("enabled") and std.get("component", "total") != "total":
-        needed.append(std["component"])
+    cfg = FilterConfig.from_recipe(recipe.get("filters"))
+    if cfg.std_group and cfg.std_component != "total":
+        needed.append(cfg.std_component)
     for name in needed:
         if name not in stored:
             raise HarnessError(f"backtest: {where} needs reward component {name!r}, which {run_dir}/rollouts.parquet does not store "
@@ -130,7 +133,11 @@ def _weights(table, recipe: dict, mode: str, g: kit.GroupIndex, contributes: np.
     from evo.train.objective import trajectory_weights
 
     tokens = kit.col(table, "num_tokens", np.int64) if kit.has(table, "num_tokens") else np.ones(table.num_rows, np.int64)
-    budget = episode_token_budget(recipe) if (recipe.get("rollout") or {}).get("max_new_tokens") else max(int(tokens.max(initial=1)), 1)
+    if (recipe.get("rollout") or {}).get("max_new_tokens"):
+        turns = int(((recipe.get("domain") or {}).get("options") or {}).get("max_turns", 1) or 1)
+        budget = episode_token_budget(section(Rollout, recipe, "rollout"), turns)
+    else:  # a partial recipe without a generation limit: the longest stored response stands in
+        budget = max(int(tokens.max(initial=1)), 1)
     steps = kit.col(table, "step", np.int64)
     out = np.zeros(table.num_rows)
     for step in np.unique(steps):
@@ -152,7 +159,7 @@ def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
     columns = {t["name"]: kit.col(table, f"reward/{t['name']}", np.float64).tolist() for t in terms}
     totals = np.asarray(total_rewards(columns, terms), dtype=np.float64)  # (rows,)
     cfg = FilterConfig.from_recipe(recipe.get("filters"))
-    grpo = with_defaults(recipe)["grpo"]
+    grpo = section(Grpo, recipe, "grpo")
     key = (cfg.anomaly, cfg.anomaly_rules)
     if key not in flags_cache:
         flags_cache[key] = _flags(table, cfg)
@@ -183,15 +190,15 @@ def replay(table, recipe: dict, g: kit.GroupIndex, flags_cache: dict) -> dict:
                 reason = " ".join(d.reason.split()[:2])  # "std_group: spread", "anomaly: truncated": no values
                 reasons[reason] = reasons.get(reason, 0) + 1
     adv = group_advantages(torch.from_numpy(totals), torch.from_numpy(g.gid), torch.from_numpy(in_stats),
-                           scale_by_std=bool(grpo["scale_advantage_by_std"]), std=grpo["advantage_std"],
+                           scale_by_std=grpo.scale_advantage_by_std, std=grpo.advantage_std,
                            zero_spread=cfg.std_epsilon).numpy() * scale  # (rows,)
     dead = g.std(totals) <= DEAD_EPSILON  # (groups,)
     kept_groups = np.add.reduceat(kept[g.order].astype(np.int64), g.starts) > 0
     tokens = kit.col(table, "num_tokens", np.int64) if kit.has(table, "num_tokens") else np.ones(len(totals), np.int64)
-    weights = _weights(table, recipe, grpo["loss_aggregation"], g, kept & ~masked & (tokens > 0))
+    weights = _weights(table, recipe, grpo.loss_aggregation, g, kept & ~masked & (tokens > 0))
     return {"totals": totals, "kept": kept, "masked": masked, "advantages": adv, "dead": dead,
             "kept_groups": kept_groups, "reasons": reasons, "weights": weights, "tokens": tokens,
-            "loss_scale": float(scale.mean()), "aggregation": grpo["loss_aggregation"]}
+            "loss_scale": float(scale.mean()), "aggregation": grpo.loss_aggregation}
 
 
 def _length_split(table, r: dict) -> dict:

@@ -10,55 +10,54 @@ batch's worth trains.
 
 from __future__ import annotations
 
+from typing import Mapping
 
-def _eval_task_count(recipe: dict) -> int:
-    spec = recipe["eval"]
-    if spec.get("max_tasks"):
-        return int(spec["max_tasks"])
+from evo.recipe_spec import RecipeSpec, Rollout
+
+
+def _eval_task_count(spec: RecipeSpec) -> int:
+    if spec.eval.max_tasks:
+        return int(spec.eval.max_tasks)
     try:
         from evo.domains import get_environment
 
-        env = get_environment(recipe["domain"]["name"], recipe["domain"]["options"])
-        return len(env.tasks(spec["split"]))
+        env = get_environment(spec.domain.name, spec.domain.options)
+        return len(env.tasks(spec.eval.split))
     except Exception:  # the estimate must not fail on a domain that needs data to list tasks
         return 100
 
 
-def episode_token_budget(recipe: dict, turns: int | None = None) -> int:
-    """The most tokens one episode may generate: `max_new_tokens` per turn x turns, capped by `max_total_tokens`.
-
-    `turns` defaults to the domain option `max_turns` (1 when unset).
-    """
-    r = recipe["rollout"]
-    if turns is None:
-        turns = int((recipe["domain"].get("options") or {}).get("max_turns", 1) or 1)
-    per_episode = int(r["max_new_tokens"]) * max(1, int(turns))
-    if r.get("max_total_tokens"):
-        per_episode = min(per_episode, int(r["max_total_tokens"]))
+def episode_token_budget(rollout: Rollout, turns: int) -> int:
+    """The most tokens one episode may generate: `max_new_tokens` per turn x turns, capped by `max_total_tokens`."""
+    per_episode = rollout.max_new_tokens * max(1, int(turns))
+    if rollout.max_total_tokens:
+        per_episode = min(per_episode, rollout.max_total_tokens)
     return per_episode
 
 
-def generation_batches(recipe: dict) -> int:
-    """The most prompt batches one step samples: `max_generation_batches` with refill, else 1."""
-    std = (recipe.get("filters") or {}).get("std_group") or {}
-    return int(std.get("max_generation_batches", 1)) if std.get("enabled") and std.get("refill") else 1
+def option_turns(spec: RecipeSpec) -> int:
+    """The turn limit the recipe names (`domain.options.max_turns`), 1 when it names none."""
+    return int(spec.domain.options.get("max_turns", 1) or 1)
 
 
-def estimate_cost(recipe: dict) -> dict:
-    """Token estimates for training and evaluating `recipe` (a normalised dict)."""
-    r, g = recipe["rollout"], recipe["grpo"]
-    per_episode = episode_token_budget(recipe)
-    batches = generation_batches(recipe)
-    trained_trajectories = int(g["steps"]) * int(r["prompts_per_step"]) * int(r["num_generations"])
+def estimate_cost(recipe: Mapping) -> dict:
+    """Token estimates for training and evaluating `recipe` (a normalised recipe)."""
+    from evo.train.filters import FilterConfig
+
+    spec = RecipeSpec.of(recipe)
+    r, g = spec.rollout, spec.grpo
+    per_episode = episode_token_budget(r, option_turns(spec))
+    batches = FilterConfig.from_recipe(spec.filters).generation_batches
+    trained_trajectories = g.steps * r.prompts_per_step * r.num_generations
     trajectories = trained_trajectories * batches
     generated = trajectories * per_episode
-    eval_tasks = _eval_task_count(recipe)
+    eval_tasks = _eval_task_count(spec)
     return {
         "tokens_generated": generated,
-        "tokens_trained": trained_trajectories * per_episode * int(g["num_iterations"]),
+        "tokens_trained": trained_trajectories * per_episode * g.num_iterations,
         "generation_batches": batches,
-        "eval_tokens_generated": eval_tasks * int(recipe["eval"]["k"]) * per_episode,
-        "steps": int(g["steps"]),
+        "eval_tokens_generated": eval_tasks * spec.eval.k * per_episode,
+        "steps": g.steps,
         "trajectories": trajectories,
         "per_episode_tokens": per_episode,
         "eval_tasks": eval_tasks,

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from evo.errors import MissingDependencyError, TrainError
+from evo.recipe_spec import Grpo, RecipeSpec
 from evo.train import parallel
 from evo.train.distributed import SINGLE
 from evo.train.forward import TrainBatch, response_logits
@@ -55,13 +56,13 @@ class TorchEngine:
 
     collective_backward = False  # whether every backward call is a collective (ZeRO-2), not only the synced one
 
-    def __init__(self, model, grpo: dict, *, temperature: float = 1.0, ref_model=None, ranks=SINGLE):
+    def __init__(self, model, grpo: Grpo, *, temperature: float = 1.0, ref_model=None, ranks=SINGLE):
         self.model = model
         self.ref_model = ref_model
-        self.cfg = grpo
+        self.grpo = grpo
         self.temperature = float(temperature)
         self.ranks = ranks
-        self.fsdp = bool(grpo.get("fsdp"))
+        self.fsdp = grpo.fsdp
         self.sync_module = self._wrap()
         self.optimizer = self._make_optimizer()
         self.set_step(0)
@@ -82,7 +83,7 @@ class TorchEngine:
 
     def _make_optimizer(self):
         params = list(self.model.parameters())
-        kwargs = dict(lr=float(self.cfg["learning_rate"]), weight_decay=float(self.cfg["weight_decay"]))
+        kwargs = dict(lr=self.grpo.learning_rate, weight_decay=self.grpo.weight_decay)
         try:  # the fused kernel: one pass over all parameters (4x faster than the per-tensor loop on CPU)
             return torch.optim.AdamW(params, fused=True, **kwargs)
         except (RuntimeError, ValueError):  # a device or dtype the fused kernel does not cover
@@ -98,7 +99,7 @@ class TorchEngine:
         loss.backward()
 
     def _step(self) -> float:
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(self.cfg["max_grad_norm"]))
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grpo.max_grad_norm)
         if hasattr(norm, "full_tensor"):  # FSDP: a DTensor total norm
             norm = norm.full_tensor()
         self.optimizer.step()
@@ -111,8 +112,8 @@ class TorchEngine:
     # -- the learning rate ------------------------------------------------------------------------
     def set_step(self, step: int) -> None:
         """Set the learning rate of GRPO step `step` (`grpo.lr_schedule`, `grpo.warmup_steps`)."""
-        lr = lr_at(step, base=float(self.cfg["learning_rate"]), steps=int(self.cfg["steps"]),
-                   schedule=self.cfg.get("lr_schedule", "constant"), warmup=int(self.cfg.get("warmup_steps", 0)))
+        lr = lr_at(step, base=self.grpo.learning_rate, steps=self.grpo.steps,
+                   schedule=self.grpo.lr_schedule, warmup=self.grpo.warmup_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
@@ -136,11 +137,11 @@ class TorchEngine:
     def train_step(self, batch: TrainBatch) -> dict:
         """Run `num_iterations` updates on `batch` (this rank's shard); returns scalar and per-trajectory stats."""
         n = batch.size
-        iterations = int(self.cfg["num_iterations"])
-        kl_coef = float(self.cfg["kl_coef"])
+        iterations = self.grpo.num_iterations
+        kl_coef = self.grpo.kl_coef
         use_ref = self.ref_model is not None and kl_coef > 0
         rows = self._plan(batch, use_ref)
-        mb = max(1, int(self.cfg["micro_batch_size"]))
+        mb = max(1, self.grpo.micro_batch_size)
         chunks = [rows[i: i + mb] for i in range(0, len(rows), mb)]
         # One process with the plain torch engine: every backward is plain. Otherwise real backwards accumulate
         # and one zero-valued synced backward reduces them (all-reduce, FSDP's reduce-scatter into the sharded
@@ -222,7 +223,7 @@ class TorchEngine:
                 ref_cache.append(ref)
         loss, stats = grpo_loss(
             logp, old_cache[c], batch.advantages[idx], mask, weights,
-            ref_logp=ref_cache[c], eps_low=float(self.cfg["eps_low"]), eps_high=float(self.cfg["eps_high"]),
+            ref_logp=ref_cache[c], eps_low=self.grpo.eps_low, eps_high=self.grpo.eps_high,
             kl_coef=kl_coef,
         )
         if it == 0:
@@ -274,7 +275,7 @@ class DeepSpeedEngine(TorchEngine):
     collective_backward = True
 
     def _wrap(self):
-        if self.cfg.get("fsdp"):
+        if self.grpo.fsdp:
             raise TrainError("recipe.yaml: grpo.fsdp: true applies to grpo.engine: torch; DeepSpeed shards with "
                              "its ZeRO stage (grpo.deepspeed.zero_optimization.stage), so drop grpo.fsdp")
         return self.model
@@ -285,15 +286,15 @@ class DeepSpeedEngine(TorchEngine):
         except ImportError:
             raise MissingDependencyError("deepspeed", "gpu", "grpo.engine: deepspeed") from None
         config = {
-            "train_micro_batch_size_per_gpu": int(self.cfg["micro_batch_size"]),
+            "train_micro_batch_size_per_gpu": self.grpo.micro_batch_size,
             "gradient_accumulation_steps": 1,
-            "gradient_clipping": float(self.cfg["max_grad_norm"]),
-            "optimizer": {"type": "AdamW", "params": {"lr": float(self.cfg["learning_rate"]),
-                                                       "weight_decay": float(self.cfg["weight_decay"])}},
+            "gradient_clipping": self.grpo.max_grad_norm,
+            "optimizer": {"type": "AdamW", "params": {"lr": self.grpo.learning_rate,
+                                                       "weight_decay": self.grpo.weight_decay}},
             "bf16": {"enabled": next(self.model.parameters()).dtype == torch.bfloat16},
             "zero_optimization": {"stage": 2},
         }
-        config = _merged(config, self.cfg.get("deepspeed") or {})
+        config = _merged(config, dict(self.grpo.deepspeed or {}))
         stage = int((config.get("zero_optimization") or {}).get("stage", 0))
         if stage > 2:
             raise TrainError(f"recipe.yaml: grpo.deepspeed.zero_optimization.stage: {stage} is not supported: ZeRO-3 "
@@ -353,11 +354,11 @@ def _merged(base: dict, override: dict) -> dict:
     return out
 
 
-def make_engine(recipe: dict, model, *, ref_model=None, ranks=SINGLE) -> TorchEngine:
+def make_engine(spec: RecipeSpec, model, *, ref_model=None, ranks=SINGLE) -> TorchEngine:
     """The engine named by `grpo.engine` (torch | deepspeed)."""
-    name = recipe["grpo"]["engine"]
+    name = spec.grpo.engine
     cls = {"torch": TorchEngine, "deepspeed": DeepSpeedEngine}.get(name)
     if cls is None:
         raise TrainError(f"recipe.yaml: grpo.engine: {name!r} is not an engine; use torch or deepspeed")
-    return cls(model, recipe["grpo"], temperature=float(recipe["rollout"]["temperature"]), ref_model=ref_model,
+    return cls(model, spec.grpo, temperature=spec.rollout.temperature, ref_model=ref_model,
                ranks=ranks)

@@ -17,19 +17,20 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from evo.recipe_spec import Model, RecipeSpec
 from evo.train.records import eval_schema, idle_turns, write_json, write_table
 
 HEADLINE = "correctness"
 
 
-def _as_policy(model_or_checkpoint, recipe: dict, device):
+def _as_policy(model_or_checkpoint, model: Model, device):
     if hasattr(model_or_checkpoint, "generate_ids"):
         return model_or_checkpoint
     from evo.train.policy import load_policy
 
     # On the device training uses (a GPU where there is one), so a checkpoint evaluates as its run evaluated it.
-    return load_policy(str(model_or_checkpoint), dtype=recipe["model"]["dtype"],
-                       chat_template=recipe["model"]["chat_template"], device=str(device))
+    return load_policy(str(model_or_checkpoint), dtype=model.dtype, chat_template=model.chat_template,
+                       device=str(device))
 
 
 def summarize(rows: list[dict], k: int, seed: int) -> dict:
@@ -65,16 +66,17 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
     from evo.train.distributed import current
     from evo.train.rollout import RolloutLimits, rollout, transcript_json
 
-    spec = recipe["eval"]
-    k = int(k if k is not None else spec["k"])
-    seed = int(seed if seed is not None else spec["seed"])
-    env = get_environment(recipe["domain"]["name"], recipe["domain"]["options"])
-    tasks = env.tasks(spec["split"])
-    if spec.get("max_tasks"):
-        tasks = tasks[: int(spec["max_tasks"])]
+    typed = RecipeSpec.of(recipe)
+    spec = typed.eval
+    k = int(k if k is not None else spec.k)
+    seed = int(seed if seed is not None else spec.seed)
+    env = get_environment(typed.domain.name, typed.domain.options)
+    tasks = env.tasks(spec.split)
+    if spec.max_tasks:
+        tasks = tasks[: spec.max_tasks]
     ranks = current()
-    policy = _as_policy(model_or_checkpoint, recipe, ranks.device)
-    limits = RolloutLimits.from_recipe(recipe, env, temperature=spec["temperature"])
+    policy = _as_policy(model_or_checkpoint, typed.model, ranks.device)
+    limits = RolloutLimits.of(typed.rollout, env, temperature=spec.temperature)
     mine = ranks.shard(len(tasks))
     trajs = rollout(env, [tasks[i] for i in mine], policy, k, limits, seed=seed, group_ids=mine)
     components = list(env.reward_components)
@@ -98,7 +100,7 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
     rows = [row for _, _, row in sorted((r for part in gathered for r in part), key=lambda r: r[:2])]
     result = summarize(rows, k, seed)
     result["model"] = getattr(policy, "name", str(model_or_checkpoint))
-    result["split"] = spec["split"]
+    result["split"] = spec.split
     if out_dir is not None:
         out = Path(out_dir)
         write_table(rows, eval_schema(components), out / "eval.parquet")

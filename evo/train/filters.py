@@ -63,6 +63,11 @@ class FilterConfig:
     snr_loss_scaling: str
     snr_component: str
 
+    @property
+    def generation_batches(self) -> int:
+        """The most prompt batches one step samples: `max_generation_batches` with refill, else 1."""
+        return self.max_generation_batches if self.refill else 1
+
     @classmethod
     def from_recipe(cls, filters: Mapping | None) -> "FilterConfig":
         """Build from a recipe's `filters` mapping; missing keys take the recipe schema's defaults."""

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from evo.errors import EvoError, TrainError
+from evo.recipe_spec import RecipeSpec
 from evo.train.distributed import launched_world
 from evo.train.run import STOP_FILE_ENV, TrainResult, train_recipe
 
@@ -56,7 +57,7 @@ def run_training(recipe: dict, out_dir, *, init_checkpoint=None, version: str = 
         raise TrainError(f"run.launcher: {launcher!r} is not a launcher; use one of {', '.join(LAUNCHERS)}")
     if nproc < 1:
         raise TrainError(f"run.nproc: {nproc} is invalid; use 1 or more processes")
-    prompts = int(recipe["rollout"]["prompts_per_step"])
+    prompts = RecipeSpec.of(recipe).rollout.prompts_per_step
     if nproc > prompts:  # checked here too, so nothing is launched only to fail on every rank
         raise TrainError(f"recipe.yaml: rollout.prompts_per_step: {prompts} is below the {nproc} training ranks; "
                          f"each rank samples whole groups, so set it to at least {nproc} or train with fewer processes")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from evo.domains.base import Task
+from evo.recipe_spec import Rollout
 from evo.train.types import Trajectory
 
 
@@ -43,15 +44,14 @@ class RolloutLimits:
     max_turns: int | None = None  # None: the environment's own max_turns
 
     @classmethod
-    def from_recipe(cls, recipe: dict, env, *, temperature: float | None = None) -> "RolloutLimits":
-        r = recipe["rollout"]
-        stop = tuple(dict.fromkeys(tuple(env.stop) + tuple(r.get("stop") or ())))
+    def of(cls, r: Rollout, env, *, temperature: float | None = None) -> "RolloutLimits":
+        """The limits of a recipe's `rollout` section (the domain's stop strings first)."""
         return cls(
-            max_new_tokens=int(r["max_new_tokens"]),
-            max_total_tokens=r.get("max_total_tokens"),
-            temperature=float(temperature if temperature is not None else r["temperature"]),
-            top_p=float(r.get("top_p", 1.0)),
-            stop=stop,
+            max_new_tokens=r.max_new_tokens,
+            max_total_tokens=r.max_total_tokens,
+            temperature=float(temperature if temperature is not None else r.temperature),
+            top_p=r.top_p,
+            stop=tuple(dict.fromkeys(tuple(env.stop) + r.stop)),
         )
 
 

@@ -128,8 +128,7 @@ def train_recipe(recipe: dict, out_dir, init_checkpoint=None, version: str = "",
     runner = Trainer(recipe, out, rhash=rhash, init_checkpoint=init_checkpoint, version=version,
                      resume_from=ckpt, resume_state=state, step_offset=step_offset)
     flag = _StopFlag()
-    steps = int(recipe["grpo"]["steps"])
-    every = int(recipe["grpo"]["checkpoint_every"])
+    steps, every = runner.spec.grpo.steps, runner.spec.grpo.checkpoint_every
     with _deferred_interrupt(flag), _progress(progress and ranks.main, steps, runner.start_step) as advance:
         for step in range(runner.start_step, steps):
             metrics = runner.run_step(step)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from evo.recipe_spec import RecipeSpec
 from evo.train.filters import (
     Decision,
     TrajectoryFlags,
@@ -77,9 +78,9 @@ def batch_tasks(tasks: list, seed: int, schedule: int, count: int, batch: int, u
 class StepSampler:
     """Builds each step's StepBatch for one rank of a run (the recipe, domain, filters and judge fixed at start)."""
 
-    def __init__(self, recipe: dict, env, components: list[str], terms: list[dict], filter_cfg, limits,
+    def __init__(self, spec: RecipeSpec, env, components: list[str], terms: list[dict], filter_cfg, limits,
                  train_tasks: list, ranks, judge=None, token_budget: int | None = None):
-        self.recipe, self.env, self.components, self.terms = recipe, env, components, terms
+        self.spec, self.env, self.components, self.terms = spec, env, components, terms
         self.cfg, self.limits, self.tasks, self.ranks, self.judge = filter_cfg, limits, train_tasks, ranks, judge
         self.token_budget = token_budget
 
@@ -127,14 +128,14 @@ class StepSampler:
         from evo.train.rollout import rollout
         from evo.train.run import generation_seed
 
-        g = self.recipe["rollout"]
-        per_batch, seed = int(g["prompts_per_step"]), int(self.recipe["seed"])
+        g = self.spec.rollout
+        per_batch, seed = g.prompts_per_step, self.spec.seed
         tasks = batch_tasks(self.tasks, seed, schedule, per_batch, batch, used)
         used.update(t.id for t in tasks)
         mine = self.ranks.shard(len(tasks))  # this rank's groups of the batch
         groups = [batch * per_batch + i for i in mine]  # their ids in the whole step
         with generating():
-            trajs = rollout(self.env, [tasks[i] for i in mine], policy, int(g["num_generations"]), self.limits,
+            trajs = rollout(self.env, [tasks[i] for i in mine], policy, g.num_generations, self.limits,
                             seed=generation_seed(seed, schedule) + 7919 * batch, group_ids=groups)
         for t in trajs:
             t.info["generation_batch"] = batch
@@ -143,8 +144,8 @@ class StepSampler:
     # -- the step -----------------------------------------------------------------------------------
     def sample(self, schedule: int, policy, generating=nullcontext) -> StepBatch:
         """Sample, score, filter and weight schedule step `schedule` on this rank (see the module docstring)."""
-        wanted = int(self.recipe["rollout"]["prompts_per_step"])
-        cap = self.cfg.max_generation_batches if self.cfg.refill else 1
+        wanted = self.spec.rollout.prompts_per_step
+        cap = self.cfg.generation_batches
         trajs, rewards, decisions, used = [], [], [], set()
         rows: dict[int, list[int]] = {}  # global group id -> its rows in `trajs`
         live = batches = 0
@@ -222,11 +223,11 @@ class StepSampler:
     def _weights(self, trajs, rewards, decisions, tokens, snr):
         from evo.train.objective import batch_counts, group_advantages, trajectory_weights
 
-        grpo = self.recipe["grpo"]
+        grpo = self.spec.grpo
         groups = torch.tensor([t.group for t in trajs], dtype=torch.long)  # (N,)
         in_stats = torch.tensor([d.in_group_stats for d in decisions], dtype=torch.bool)  # (N,)
         adv = group_advantages(torch.tensor(rewards, dtype=torch.float64), groups, in_stats,
-                               scale_by_std=bool(grpo["scale_advantage_by_std"]), std=grpo["advantage_std"],
+                               scale_by_std=grpo.scale_advantage_by_std, std=grpo.advantage_std,
                                zero_spread=self.cfg.std_epsilon)  # (N,)
         if snr is not None and snr["loss_scale"] != 1.0:
             adv = adv * snr["loss_scale"]  # (N,)
@@ -234,6 +235,6 @@ class StepSampler:
                                    dtype=torch.bool)  # (N,)
         n_tokens = torch.tensor(tokens, dtype=torch.float64)  # (N,)
         counts = self.ranks.all_sum(batch_counts(groups, contributes, n_tokens))  # |G*|, |N*|, Σ|T| of every rank
-        weights = trajectory_weights(groups, contributes, mode=grpo["loss_aggregation"], tokens=n_tokens,
+        weights = trajectory_weights(groups, contributes, mode=grpo.loss_aggregation, tokens=n_tokens,
                                      counts=counts, token_budget=self.token_budget)  # (N,)
         return adv, weights, counts

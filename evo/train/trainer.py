@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from evo.recipe_spec import RecipeSpec
 from evo.train.records import (
     append_metrics,
     concat_parquet,
@@ -68,41 +69,42 @@ class Trainer:
         from evo.train.step_batch import StepSampler
 
         self.recipe, self.out, self.rhash, self.version = recipe, Path(out), rhash, version
+        self.spec = spec = RecipeSpec.of(recipe)
         self.ranks = ranks = current()
-        prompts = int(recipe["rollout"]["prompts_per_step"])
+        prompts = spec.rollout.prompts_per_step
         if prompts < ranks.world:
             raise TrainError(f"recipe.yaml: rollout.prompts_per_step: {prompts} is below the {ranks.world} training "
                              f"ranks; each rank samples whole groups, so set it to at least {ranks.world} "
                              "or train with fewer processes")
-        self.env = get_environment(recipe["domain"]["name"], recipe["domain"]["options"])
+        self.env = get_environment(spec.domain.name, spec.domain.options)
         self.judge = make_judge(recipe, self.out)
         self.components = list(self.env.reward_components) + ([JUDGE_COMPONENT] if self.judge else [])
-        self.terms = recipe["reward"]["terms"]
+        self.terms = spec.reward["terms"]
         check_terms(self.terms, self.components)
-        self.filter_cfg = FilterConfig.from_recipe(recipe.get("filters"))
+        self.filter_cfg = FilterConfig.from_recipe(spec.filters)
         self.filter_cfg.check_std_component(self.components)  # before loading a model, not at the first step
         self.train_tasks = self.env.tasks("train")
-        self.limits = RolloutLimits.from_recipe(recipe, self.env)
-        self.sampler = StepSampler(recipe, self.env, self.components, self.terms, self.filter_cfg, self.limits,
+        self.limits = RolloutLimits.of(spec.rollout, self.env)
+        self.sampler = StepSampler(spec, self.env, self.components, self.terms, self.filter_cfg, self.limits,
                                    self.train_tasks, ranks, self.judge,
-                                   episode_token_budget(recipe, int(getattr(self.env, "max_turns", 1) or 1)))
+                                   episode_token_budget(spec.rollout, int(getattr(self.env, "max_turns", 1) or 1)))
         state = resume_state or {}
         self.step_offset = int(state.get("step_offset", step_offset))  # a resumed run keeps its schedule
-        self.init_source = state.get("init_source") or str(init_checkpoint or recipe["model"]["name"])
+        self.init_source = state.get("init_source") or str(init_checkpoint or spec.model.name)
         self.init_checkpoint = state.get("init_checkpoint", str(init_checkpoint) if init_checkpoint else None)
-        m = recipe["model"]
+        m = spec.model
         device = str(ranks.device)
-        self.policy = load_policy(str(resume_from) if resume_from else self.init_source, dtype=m["dtype"],
-                                  chat_template=m["chat_template"], device=device)
+        self.policy = load_policy(str(resume_from) if resume_from else self.init_source, dtype=m.dtype,
+                                  chat_template=m.chat_template, device=device)
         ref_model = None
-        if float(recipe["grpo"]["kl_coef"]) > 0:
-            ref_model = load_policy(self.init_source, dtype=m["dtype"], chat_template=m["chat_template"],
+        if spec.grpo.kl_coef > 0:
+            ref_model = load_policy(self.init_source, dtype=m.dtype, chat_template=m.chat_template,
                                     device=device).model
             ref_model.eval().requires_grad_(False)
-        self.engine = make_engine(recipe, self.policy.model, ref_model=ref_model, ranks=ranks)
+        self.engine = make_engine(spec, self.policy.model, ref_model=ref_model, ranks=ranks)
         from evo.train.vllm_backend import make_rollout_policy
 
-        self.rollout_policy = make_rollout_policy(recipe, self.policy,
+        self.rollout_policy = make_rollout_policy(spec.rollout, self.policy,
                                                   str(resume_from) if resume_from else self.init_source, ranks)
         self.start_step = 0
         self.totals = {"tokens_generated": 0, "tokens_trained": 0, "wall_s": 0.0}
@@ -274,7 +276,7 @@ class Trainer:
 
         from evo.train.evaluate import evaluate
 
-        steps = int(self.recipe["grpo"]["steps"])
+        steps = self.spec.grpo.steps
         folder = self.save(steps, finished=True)
         self.policy.name = str(folder)  # eval.json names what it evaluated: this run's checkpoint
         with self.engine.full_parameters():  # the trained HF model evaluates (its tasks sharded over ranks)
@@ -291,7 +293,7 @@ class Trainer:
             self.last_metrics = done[-1] if done else {}
         summary = {
             "recipe_hash": self.rhash,
-            "model": self.recipe["model"]["name"],
+            "model": self.spec.model.name,
             "init_checkpoint": self.init_checkpoint,
             "version": self.version,
             "steps": steps,

@@ -34,6 +34,7 @@ import os
 from typing import Hashable, Sequence
 
 from evo.errors import MissingDependencyError, TrainError
+from evo.recipe_spec import Rollout
 from evo.train.sampler import stream_seed
 from evo.train.types import Generation
 
@@ -124,13 +125,13 @@ class VllmPolicy:
         self.llm.reset_prefix_cache()  # cached prompt KV was computed by the old weights
 
 
-def make_rollout_policy(recipe: dict, hf_policy, model_path: str, ranks=None):
-    """The policy the rollout driver samples from: the HF policy itself, or a vLLM twin."""
-    backend = recipe["rollout"]["backend"]
+def make_rollout_policy(rollout: Rollout, hf_policy, model_path: str, ranks=None):
+    """The policy the rollout driver samples from (a recipe's `rollout` section): the HF policy itself, or a vLLM twin."""
+    backend = rollout.backend
     if backend == "hf":
         return hf_policy
     if backend == "vllm":
         from evo.train.policy import resolve_model_path
 
-        return VllmPolicy(hf_policy, resolve_model_path(model_path), recipe["rollout"].get("vllm"), ranks)
+        return VllmPolicy(hf_policy, resolve_model_path(model_path), rollout.vllm, ranks)
     raise TrainError(f"recipe.yaml: rollout.backend: {backend!r} is not a backend; use hf or vllm")

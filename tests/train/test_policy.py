@@ -82,6 +82,7 @@ def test_gpu_backends_report_a_missing_package_in_one_line(tiny_model_dir):
     import importlib.util
 
     from evo.errors import MissingDependencyError
+    from evo.recipe_spec import RecipeSpec
     from evo.train.engine import make_engine
     from evo.train.vllm_backend import make_rollout_policy
 
@@ -90,8 +91,9 @@ def test_gpu_backends_report_a_missing_package_in_one_line(tiny_model_dir):
     policy = load_policy(str(tiny_model_dir))
     if importlib.util.find_spec("vllm") is None:
         with pytest.raises(MissingDependencyError, match=r"rollout.backend: vllm needs the optional package 'vllm'"):
-            make_rollout_policy(small_recipe(**{"rollout.backend": "vllm"}), policy, str(tiny_model_dir))
+            make_rollout_policy(RecipeSpec.of(small_recipe(**{"rollout.backend": "vllm"})).rollout, policy,
+                                str(tiny_model_dir))
     if importlib.util.find_spec("deepspeed") is None:
         with pytest.raises(MissingDependencyError, match=r"grpo.engine: deepspeed needs .*evotrainer\[gpu\]"):
-            make_engine(small_recipe(**{"grpo.engine": "deepspeed"}), policy.model)
-    assert make_rollout_policy(small_recipe(), policy, str(tiny_model_dir)) is policy
+            make_engine(RecipeSpec.of(small_recipe(**{"grpo.engine": "deepspeed"})), policy.model)
+    assert make_rollout_policy(RecipeSpec.of(small_recipe()).rollout, policy, str(tiny_model_dir)) is policy

@@ -105,7 +105,9 @@ def test_episode_limits_max_turns_and_max_total_tokens():
 def test_single_turn_arithmetic_with_the_builtin_policy_is_batched_and_seeded():
     env = ArithmeticEnv(n_validation=6, n_train=6)
     policy = load_policy("builtin:tiny-char")
-    limits = RolloutLimits.from_recipe({"rollout": {"max_new_tokens": 4, "temperature": 1.0}}, env)
+    from evo.recipe_spec import Rollout, section
+
+    limits = RolloutLimits.of(section(Rollout, {"rollout": {"max_new_tokens": 4, "temperature": 1.0}}, "rollout"), env)
     assert limits.stop == ("\n",)
     tasks = env.tasks("validation")
     a = rollout(env, tasks, policy, 3, limits, seed=1)

@@ -115,7 +115,9 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
 def test_all_filtered_batch_changes_no_parameter(tiny_model_dir):
     policy = load_policy(str(tiny_model_dir))
-    grpo = small_recipe(**{"grpo.weight_decay": 0.1, "grpo.num_iterations": 2})["grpo"]
+    from evo.recipe_spec import RecipeSpec
+
+    grpo = RecipeSpec.of(small_recipe(**{"grpo.weight_decay": 0.1, "grpo.num_iterations": 2})).grpo
     engine = TorchEngine(policy.model, grpo)
     ids = policy.tokenizer("1+1=", add_special_tokens=False).input_ids
     trajs = [Trajectory("t", "easy", 0, i, "1+1=", ids, [20, 21], [1, 1], "x", "eos", False) for i in range(4)]
