@@ -12,8 +12,10 @@ Two checks over training rollouts and validation responses:
    final answer (at least MIN_ANSWER_CHARS long) already appears in an
    observation (a non-assistant turn after the prompt) before the policy first
    states it. An observation answering the policy's own computation (a turn
-   matching COMPUTE_CALL, e.g. a ```python block run by the math code
-   interpreter) is the policy's work, not the environment's, and is skipped.
+   matching COMPUTE_CALLS: a ```python block run by the math code interpreter,
+   in every domain; `calc EXPR` in the calc domain, whose calculator is the
+   tool the task is about) is the policy's work, not the environment's, and is
+   skipped.
    Transcripts are JSON, so this check parses them one by one; it looks at up
    to MAX_ANSWER_CHECKS correct trajectories per table (spread evenly) and says
    how many it checked.
@@ -41,7 +43,8 @@ DOMAIN_SIGNATURES = {
 }
 TEXT_COLUMNS = ("tools", "transcript", "completion")
 POLICY_ROLES = ("assistant",)
-COMPUTE_CALL = re.compile(r"```python\b")  # policy-authored code whose output the next observation carries
+# Policy-authored computations whose result the next observation carries: "*" in every domain, plus the domain's own.
+COMPUTE_CALLS = {"*": r"```python\b", "calc": r"^calc "}
 MIN_ANSWER_CHARS = 4
 MAX_ANSWER_CHECKS = 5000
 VETO_MIN_HITS = 1
@@ -75,7 +78,11 @@ def _signature_hits(table, patterns):
     return hits, per_pattern
 
 
-def _answer_from_environment(transcript, answer):
+def _compute_call(domain):
+    return re.compile("|".join(f"(?:{COMPUTE_CALLS[d]})" for d in ("*", domain) if d in COMPUTE_CALLS), re.MULTILINE)
+
+
+def _answer_from_environment(transcript, answer, compute_call):
     try:
         turns = json.loads(transcript)
     except (json.JSONDecodeError, TypeError):
@@ -90,13 +97,13 @@ def _answer_from_environment(transcript, answer):
         if turn.get("role") in POLICY_ROLES:
             if answer in content:
                 return False  # the policy said it first
-            computed = bool(COMPUTE_CALL.search(content))
+            computed = bool(compute_call.search(content))
         elif i > 0 and answer in content and not computed:
             return True
     return False
 
 
-def _answer_leaks(table, correct):
+def _answer_leaks(table, correct, compute_call):
     if not (kit.has(table, "transcript") and kit.has(table, "answer")):
         return np.zeros(table.num_rows, dtype=bool), 0
     import pyarrow.compute as pc
@@ -111,7 +118,7 @@ def _answer_leaks(table, correct):
     transcripts = table.column("transcript").take(candidates).to_pylist()
     answers = table.column("answer").take(candidates).to_pylist()
     for row, transcript, answer in zip(candidates, transcripts, answers):  # bounded by MAX_ANSWER_CHECKS
-        leaks[row] = _answer_from_environment(transcript, answer)
+        leaks[row] = _answer_from_environment(transcript, answer, compute_call)
     return leaks, len(candidates)
 
 
@@ -130,7 +137,7 @@ def analyze(ctx):
             correct = kit.col(table, correct_col, np.float64) >= 1.0 - 1e-9
         else:
             correct = kit.col(table, fallback_col, np.float64) > 0 if kit.has(table, fallback_col) else np.zeros(table.num_rows, bool)
-        leaks, checked = _answer_leaks(table, correct)
+        leaks, checked = _answer_leaks(table, correct, _compute_call(ctx.domain))
         metrics[f"{prefix}leak_signature_hits"] = int(hits.sum())
         metrics[f"{prefix}answer_leak_count"] = int(leaks.sum())
         bad = hits | leaks

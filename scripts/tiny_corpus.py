@@ -1,4 +1,4 @@
-"""The pretraining corpus of `builtin:tiny-char`: demonstrations on the embedded domains' train splits.
+"""The pretraining corpus of `builtin:tiny-char-mix`: demonstrations on the embedded domains' train splits.
 
 Each example is a list of (text, trained) segments: the prompt and the
 environment's observations are context (no loss), the policy's actions are

@@ -11,7 +11,13 @@ How it chooses (one call, one single-factor intervention):
    negative-evidence skill), when it is already on the path from v0, or when
    a sibling (same parent) already tried it — unless the harness was revised
    in this step, which turns the repeat into a re-test (e.g. with more samples).
-2. Ranking by evidence strength, highest first (ties by skill name):
+2. Budget first: a candidate from a `budget` skill (one that raises a limit
+   of the episode, generation tokens or turns, which the diagnosis shows
+   binding) comes before every other. Evidence measured on episodes cut off by
+   a limit is confounded by the cut: dead groups, KL or clip figures describe
+   clipped behaviour, and fixing the limit changes them all (the dead-group
+   skills gate on "length and turns are ample" for the same reason).
+   Then ranking by evidence strength, highest first (ties by skill name):
        strength = mean over evidence triggers of clip(|ln(value / threshold)|, 0, 2)
                 + 0.5 * severity weight of the strongest finding the skill answers
                   (info 0.25, warning 0.5, critical 1.0)
@@ -176,7 +182,8 @@ class HeuristicAgent:
                 cand = _continue_candidate(skill, ctx, current, block, notes, missing)
             if cand:
                 candidates.append(cand)
-        candidates.sort(key=lambda c: (-c.strength, c.manifest["skill"]))
+        budget = {s.name for s in skills if s.budget}
+        candidates.sort(key=lambda c: (c.manifest["skill"] not in budget, -c.strength, c.manifest["skill"]))
         notes += [f"candidate {c.reason}" for c in candidates]
 
         # One reflection per unsettled verdict: a harness revision judged since then already answered it.

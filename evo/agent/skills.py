@@ -11,6 +11,8 @@ to install into `analyzers/`). Front matter:
     patch                      recipe operations: set, scale, add_term, enable
     domains                    where it applies ("*" = any)
     findings                   diagnosis finding ids it answers (cited as evidence)
+    budget                     true: it raises a limit of the episode (tokens, turns) the diagnosis shows binding;
+                               the heuristic proposes a firing budget skill before any other (evo.agent.heuristic)
     hypothesis, predicted_effect   text the manifest carries
     backtest                   {question: ...}: replay the parent's rollouts under the patch first
     refutes                    negative evidence: changes known to hurt ({path: reward.terms, term: {...}})
@@ -51,6 +53,7 @@ class Skill:
     patch: list[dict] = field(default_factory=list)
     domains: list[str] = field(default_factory=lambda: ["*"])
     findings: list[str] = field(default_factory=list)
+    budget: bool = False
     hypothesis: str = ""
     predicted_effect: str = ""
     backtest: dict | None = None

@@ -75,7 +75,8 @@ def register(group):
     @group.command("init")
     @click.argument("directory", required=False, default=".", type=click.Path(file_okay=False, path_type=Path))
     @click.option("--domain", default=None, help="Domain to train (default arithmetic); picks recipes/<domain>-tiny.yaml.")
-    @click.option("--model", default=None, help="Base model: builtin:tiny-char, a Hugging Face id or a local path.")
+    @click.option("--model", default=None, help="Base model: builtin:tiny-char (arithmetic), builtin:tiny-char-mix "
+                  "(calc, patch), a Hugging Face id or a local path.")
     @click.option("--agent", type=click.Choice(BACKENDS), default=None,
                   help="Trainer agent backend (default heuristic, offline).")
     @click.option("--recipe", type=click.Path(dir_okay=False, path_type=Path), default=None,

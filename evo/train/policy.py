@@ -1,9 +1,9 @@
 """Load a policy and sample from it (the CPU default backend: a lean KV-cached loop, or Hugging Face `generate`).
 
 `load_policy("builtin:tiny-char")` loads the shipped checkpoint in
-`evo/data/tiny-char/`; any other name is a local folder (a `save_pretrained`
-output, e.g. a run's `checkpoint/`) or a Hugging Face model id, and goes through
-the same `AutoModelForCausalLM` / `AutoTokenizer` path.
+`evo/data/tiny-char/` (`builtin:tiny-char-mix`: `evo/data/tiny-char-mix/`); any
+other name is a local folder (a `save_pretrained` output, e.g. a run's
+`checkpoint/`) or a Hugging Face model id, and goes through the same `AutoModelForCausalLM` / `AutoTokenizer` path.
 
 Sampling is plain ancestral sampling at `temperature` with optional nucleus
 `top_p` and no top-k, so the log-probabilities the trainer computes (logits /

@@ -4,9 +4,12 @@ Nothing here downloads anything. The tokenizer maps every printable ASCII
 character plus newline and tab to one token, so any domain's text encodes; it is
 a `tokenizers` BPE model with no merges, saved as a `PreTrainedTokenizerFast`
 that `AutoTokenizer` loads from the checkpoint folder. The model is a small
-`LlamaForCausalLM` (about 0.8M parameters with the defaults). The shipped,
-pretrained checkpoint is produced by `scripts/build_tiny_model.py` and lives in
-`evo/data/tiny-char/`; tests use `build_tiny_model` to make throwaway models.
+`LlamaForCausalLM` (about 0.8M parameters with the defaults). Two pretrained
+checkpoints ship: `builtin:tiny-char` (`evo/data/tiny-char/`, pretrained on
+arithmetic alone: the embedded default) and `builtin:tiny-char-mix`
+(`evo/data/tiny-char-mix/`, the same architecture pretrained on the arithmetic,
+calc and patch mixture by `scripts/build_tiny_model.py`: what the calc and patch
+recipes train). Tests use `build_tiny_model` to make throwaway models.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 CHARACTERS = tuple(chr(i) for i in range(32, 127)) + ("\n", "\t")
 BUILTIN_PREFIX = "builtin:"
-BUILTIN_MODELS = {"tiny-char": "tiny-char"}  # builtin name -> folder under evo/data/
+BUILTIN_MODELS = {"tiny-char": "tiny-char", "tiny-char-mix": "tiny-char-mix"}  # builtin name -> folder under evo/data/
 
 
 def build_char_tokenizer():

@@ -98,3 +98,20 @@ def test_an_optional_gate_holds_only_where_its_metric_is_absent():
     assert eval_triggers([dead, gate], {"signal/dead_group_ratio": 0.5})[0]  # single-turn: no turn counts
     assert not eval_triggers([dead, gate], {"signal/dead_group_ratio": 0.5, "behavior/max_turns_frac": 0.4})[0]
     assert not eval_triggers([dead, gate], {"signal/dead_group_ratio": 0.5, "behavior/max_turns_frac": None})[0]
+
+
+def test_a_binding_budget_is_raised_before_a_stronger_optimizer_signal(patch_short, kit, make_ctx, settings):
+    """Measured on patch-short's v0: 41% of episodes at the four-turn limit, KL 0.25 and 73x its first value. The KL figure
+    is stronger evidence by margin, but it was measured on episodes the limit cut off: the limit goes first."""
+    metrics = {"behavior/max_turns_frac": 0.41, "behavior/idle_failure_frac": 0.06, "signal/kl_last": 0.25,
+               "signal/kl_change": 73.0, "signal/dead_group_ratio": 0.83, "behavior/truncated_frac": 0.01}
+    skills = [kit.skill_named(n) for n in ("lower-learning-rate", "std-group-filter", "raise-turn-limit")]
+    proposal = _propose(settings, make_ctx(kit.diagnosis(metrics), skills=skills, domain="patch"))
+    assert proposal.manifest["skill"] == "raise-turn-limit"
+    ranked = [n.split(":")[0].removeprefix("candidate ") for n in proposal.notes if n.startswith("candidate ")]
+    assert ranked == ["raise-turn-limit", "lower-learning-rate"]  # std-group-filter: barred by its turns gate
+    # with room to finish (the eight-turn v0), the same KL evidence leads
+    shutil.copy(RECIPES / "patch-tiny.yaml", patch_short / "recipe.yaml")
+    ample = {**metrics, "behavior/max_turns_frac": 0.06}
+    assert _propose(settings, make_ctx(kit.diagnosis(ample), skills=skills, domain="patch")).manifest["skill"] == \
+        "lower-learning-rate"

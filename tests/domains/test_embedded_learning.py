@@ -1,10 +1,13 @@
 """The built-in model learns the embedded multi-turn domains: `evo train` of each tiny recipe beats the base model.
 
-As a user would check it: `evo eval builtin:tiny-char --recipe R` for the base
-model, `evo train R`, then `evo compare` of the two evaluations (paired
+As a user would check it: `evo eval builtin:tiny-char-mix --recipe R` for the base
+model (the recipes' own), `evo train R`, then `evo compare` of the two evaluations (paired
 bootstrap over the validation tasks). The recipes are the shipped v0s with the
 training schedule as it ships; only the evaluation is trimmed to fit the test
-budget (fewer samples per task), the same for both sides.
+budget (fewer samples per task), the same for both sides: patch at k = 4. calc keeps its
+recipe's k = 8, since its gain is small (measured: 0.432 -> 0.492, +0.060 [+0.001, +0.115] at
+k = 8; at k = 4 the interval reaches below 0): calling the tool rises from ~30% to ~90% of
+episodes and the medium stratum gains +0.25, while copies of five-digit results stay unreliable.
 """
 
 from __future__ import annotations
@@ -19,12 +22,7 @@ from evo.recipe import set_path
 from evo.resources import data_dir, resource_dir
 from evo.yamlio import dump_yaml, load_yaml
 
-# Pending issue 17: these fail on the shipped builtin:tiny-char, which is still the arithmetic-only build (the
-# mixture build of scripts/build_tiny_model.py learns patch but not calc, docs/domains.md "Status"). They run
-# in `make test-all` only, so the gap stays visible without keeping CI red; unmark them when the model ships.
-pytestmark = pytest.mark.slow
-
-EVAL = {"eval.k": 4}
+EVAL = {"calc": {}, "patch": {"eval.k": 4}}
 
 
 def cli(*args) -> dict:
@@ -38,12 +36,12 @@ def test_evo_train_of_the_tiny_recipe_beats_the_base_model(domain, tmp_path):
     import pyarrow.parquet as pq
 
     recipe = load_yaml(resource_dir("recipes") / f"{domain}-tiny.yaml")
-    for key, value in EVAL.items():
+    for key, value in EVAL[domain].items():
         recipe = set_path(recipe, key, value)
     path = tmp_path / "recipe.yaml"
     path.write_text(dump_yaml(recipe))
 
-    base = cli("eval", "builtin:tiny-char", "--recipe", path, "--out", tmp_path / "base")
+    base = cli("eval", recipe["model"]["name"], "--recipe", path, "--out", tmp_path / "base")
     summary = cli("train", path, "--out", tmp_path / "run", "--no-progress")
     verdict = cli("compare", tmp_path / "base", tmp_path / "run")
     assert 0.02 < base["avg_at_k"] < 0.8, base  # a weak start, not nothing and not solved
@@ -61,10 +59,11 @@ def test_evo_train_of_the_tiny_recipe_beats_the_base_model(domain, tmp_path):
     assert all(r["reward"] == r["reward/correctness"] for r in rows)
 
 
-def test_shipped_model_is_small_and_loads():
+@pytest.mark.parametrize("name", ["tiny-char", "tiny-char-mix"])
+def test_shipped_models_are_small_and_load(name):
     from evo.train.policy import load_policy
 
-    folder = data_dir() / "tiny-char"
+    folder = data_dir() / name
     assert sum(p.stat().st_size for p in folder.iterdir()) < 5_000_000
-    policy = load_policy("builtin:tiny-char")
-    assert policy.model.config.max_position_embeddings >= 512
+    policy = load_policy(f"builtin:{name}")
+    assert policy.model.config.max_position_embeddings >= (512 if name == "tiny-char-mix" else 256)

@@ -3,10 +3,15 @@
 - `evo init --domain D` + one `evo step` bootstraps v0 (base model, calibration
   seeds), proposes v1 from v0's diagnosis, trains it and its control, judges
   and records it;
-- a different v0 of the same domain (calculator off; a short turn limit) leads
-  to a different first intervention, chosen from its own diagnosis. The
-  variant's step stops at the cost gate once v1 is proposed (nothing of v1 is
-  trained: the proposal is what is compared).
+- a different v0 of the same domain leads to different interventions, chosen
+  from its own diagnosis. patch with four turns instead of eight: the turn
+  limit binds (~40% of episodes end at it) and is raised first, where the
+  eight-turn v0 starts elsewhere. calc with the calculator off: the
+  calculator is among its candidates (and not the plain v0's, whose tool is
+  on), but the dead groups (~75%) are the stronger evidence for both, so both
+  start with StdGroupFilter, as the paper's Math trace filtered before it added
+  an interpreter. The variant's step stops at the cost gate once v1 is proposed
+  (nothing of v1 is trained: the proposal is what is compared).
 
 Test scale: the shipped v0 with fewer, smaller steps and a trimmed
 evaluation, as `tests/loop` does for arithmetic; two calibration seeds.
@@ -25,11 +30,6 @@ from loop_support import evo, evo_json, init_workspace  # noqa: E402
 from evo.recipe import set_path  # noqa: E402
 from evo.resources import resource_dir  # noqa: E402
 from evo.yamlio import dump_yaml, load_yaml  # noqa: E402
-
-# Pending issue 17: these fail on the shipped builtin:tiny-char, which is still the arithmetic-only build (the
-# mixture build of scripts/build_tiny_model.py learns patch but not calc, docs/domains.md "Status"). They run
-# in `make test-all` only, so the gap stays visible without keeping CI red; unmark them when the model ships.
-pytestmark = pytest.mark.slow
 
 TEST_SCALE = {"grpo.steps": 6, "rollout.prompts_per_step": 8, "rollout.num_generations": 4, "eval.k": 4}
 SETTINGS = {"search": {"frontier_size": 1, "calibration_seeds": 2}}
@@ -79,6 +79,8 @@ def test_one_step_bootstraps_v0_and_judges_v1(stepped):
     # The multi-turn evidence reached the harness.
     for key in ("behavior/turns_mean", "behavior/tool_use_frac", "behavior/abandonment_frac"):
         assert key in diagnosis["metrics"], key
+    # A calculator's answer is the policy's own computation, not a leak from the environment.
+    assert all(v["audit"] != "leakage" for v in diagnosis["audits"]["vetoes"]), diagnosis["audits"]
     assert evo_json("skills", "list", "-C", root)  # skills load for the new domain
 
 
@@ -91,9 +93,25 @@ def test_a_different_v0_leads_to_a_different_first_intervention(stepped, tmp_pat
     out = evo("step", "-C", variant).stdout
     assert "status: awaiting-approval" in out and "version: v1" in out, out
     plain, other = first_intervention(root), first_intervention(variant)
-    assert (plain["factor"], plain.get("change")) != (other["factor"], other.get("change")), (plain, other)
     import json
 
     for ws, iv in ((root, plain), (variant, other)):
         diagnosis = json.loads((ws / ".evo/artifacts/v0/diagnosis.json").read_text())
         assert all(key in diagnosis["metrics"] for key in iv["evidence"]["metrics"])
+    if domain == "patch":
+        assert other["factor"] == "domain.options.max_turns" and plain["factor"] != other["factor"], (plain, other)
+        return
+    candidates = {}
+    for name, ws, recipe in (("plain", root, f"{domain}-tiny"), ("variant", variant, VARIANTS[domain])):
+        (tmp_path / f"{name}.yaml").write_text(recipe_text(recipe))
+        candidates[name] = candidate_skills(ws, tmp_path / f"{name}.yaml")
+    assert "offer-the-calculator" in candidates["variant"], candidates
+    assert "offer-the-calculator" not in candidates["plain"], candidates
+
+
+def candidate_skills(root: Path, recipe: Path) -> list[str]:
+    """The skills whose candidates the heuristic ranks on v0's diagnosis and recipe (`evo agent propose`, which
+    changes nothing)."""
+    notes = evo_json("agent", "propose", "-C", root, "--diagnosis", root / ".evo/artifacts/v0/diagnosis.json",
+                     "--recipe", recipe)["notes"]
+    return [n.removeprefix("candidate ").split(":")[0] for n in notes if n.startswith("candidate ")]

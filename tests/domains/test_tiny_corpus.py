@@ -1,4 +1,4 @@
-"""The pretraining corpus of `builtin:tiny-char` (scripts/tiny_corpus.py): train tasks only, real episodes, imperfect habits."""
+"""The pretraining corpus of `builtin:tiny-char-mix` (scripts/tiny_corpus.py): train tasks only, real episodes, imperfect habits."""
 
 from __future__ import annotations
 

@@ -177,3 +177,22 @@ def test_planted_protected_path_edit_vetoes_the_diagnosis(tmp_path, art):
     diag = diagnose(run, recipe={}, changed_paths=["recipe.yaml", "data/validation/test.jsonl"])
     assert [v["audit"] for v in diag["audits"]["vetoes"]] == ["tampering"]
     assert diag["audits"]["vetoes"][0]["evidence"]["paths"] == ["data/validation/test.jsonl"]
+
+
+def test_a_calculator_result_is_the_policys_computation_in_calc_not_a_leak(tmp_path, art):
+    """calc: `calc 938*39` then `|= 36582` then `answer 36582` is the tool the task is about. The same transcript
+    in another domain, or an answer shown by an observation the policy did not ask to compute, is a leak."""
+    def transcript(action):
+        return json.dumps([{"role": "user", "content": "Q: 938*39\nTools: calc\n"}, {"role": "assistant", "content": action},
+                           {"role": "user", "content": "|= 36582\n"}, {"role": "assistant", "content": "answer 36582\n"}])
+
+    calc = {"domain": {"name": "calc", "options": {"max_turns": 3}}}
+    rewards = np.tile([1.0, 0.0], 24)
+    called = art.rollouts(rewards=rewards, transcript=[transcript("calc 938*39\n")] * 48, answer=["36582"] * 48)
+    r = art.run_builtin("audit_leakage", art.ctx_for(tmp_path, "a", rollouts_t=called, recipe=calc))
+    assert r["vetoes"] == [] and r["metrics"]["behavior/answer_leak_count"] == 0
+    r = art.run_builtin("audit_leakage", art.ctx_for(tmp_path, "b", rollouts_t=called, recipe=SWE))
+    assert r["metrics"]["behavior/answer_leak_count"] == 24  # no calculator there: the environment said it
+    unasked = art.rollouts(rewards=rewards, transcript=[transcript("hmm\n")] * 48, answer=["36582"] * 48)
+    r = art.run_builtin("audit_leakage", art.ctx_for(tmp_path, "c", rollouts_t=unasked, recipe=calc))
+    assert r["metrics"]["behavior/answer_leak_count"] == 24 and r["vetoes"]
