@@ -129,12 +129,12 @@ def _weights(table, recipe: dict, mode: str, g: kit.GroupIndex, contributes: np.
     """Each row's loss weight w_i under aggregation `mode`, normalised within its step (a step is a batch)."""
     import torch
 
-    from evo.train.cost import episode_token_budget
+    from evo.train.cost import episode_token_budget, option_turns
     from evo.train.objective import trajectory_weights
 
     tokens = kit.col(table, "num_tokens", np.int64) if kit.has(table, "num_tokens") else np.ones(table.num_rows, np.int64)
     if (recipe.get("rollout") or {}).get("max_new_tokens"):
-        turns = int(((recipe.get("domain") or {}).get("options") or {}).get("max_turns", 1) or 1)
+        turns = option_turns((recipe.get("domain") or {}).get("options"))
         budget = episode_token_budget(section(Rollout, recipe, "rollout"), turns)
     else:  # a partial recipe without a generation limit: the longest stored response stands in
         budget = max(int(tokens.max(initial=1)), 1)

@@ -35,9 +35,9 @@ def episode_token_budget(rollout: Rollout, turns: int) -> int:
     return per_episode
 
 
-def option_turns(spec: RecipeSpec) -> int:
-    """The turn limit the recipe names (`domain.options.max_turns`), 1 when it names none."""
-    return int(spec.domain.options.get("max_turns", 1) or 1)
+def option_turns(options: Mapping) -> int:
+    """The turn limit a recipe's `domain.options` name (`max_turns`), 1 when they name none."""
+    return int((options or {}).get("max_turns", 1) or 1)
 
 
 def estimate_cost(recipe: Mapping) -> dict:
@@ -46,7 +46,7 @@ def estimate_cost(recipe: Mapping) -> dict:
 
     spec = RecipeSpec.of(recipe)
     r, g = spec.rollout, spec.grpo
-    per_episode = episode_token_budget(r, option_turns(spec))
+    per_episode = episode_token_budget(r, option_turns(spec.domain.options))
     batches = FilterConfig.from_recipe(spec.filters).generation_batches
     trained_trajectories = g.steps * r.prompts_per_step * r.num_generations
     trajectories = trained_trajectories * batches
