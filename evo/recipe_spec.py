@@ -1,4 +1,7 @@
-"""A recipe, typed: frozen sections built once from the validated, default-filled mapping.
+"""A recipe, typed: frozen sections built from the validated, default-filled mapping.
+
+Each entry point that reads a recipe types it once (a training run in its
+Trainer, an evaluation, a cost estimate), then passes sections down.
 
 The recipe stays a mapping where it is text to edit, diff, hash and patch by
 dotted path (the agents, the lineage, the guard): that is what `recipe.yaml`
