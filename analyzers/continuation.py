@@ -12,7 +12,8 @@ Metrics (from the latest measurement, over `ctx.lineage`):
 `version/continuation_noise_floor`, `version/continuation_z` (delta over its
 95% half-width, times 1.96: above 1.96 the gain is significant),
 `version/continue_streak` (consecutive continue-training versions ending here
-that each improved on their parent).
+that each improved on their parent; harness-only revisions between them train
+nothing and neither count nor break it).
 
 Findings:
 - version.still_learning (info): the latest continuation beat this version (interval above 0).
@@ -63,6 +64,9 @@ def _streak(lineage, name):
         s = lineage[name]
         intervention = s.get("intervention")
         kind = intervention.get("kind") if isinstance(intervention, dict) else None  # a merge records a label
+        if kind == "harness":  # a harness-only revision trains nothing: the streak runs through it
+            name = (s.get("parents") or [None])[0]
+            continue
         if kind != "continue" or s.get("outcome") != "improvement":
             break
         count += 1

@@ -11,7 +11,7 @@ to install into `analyzers/`). Front matter:
     patch                      recipe operations: set, scale, add_term, enable
     domains                    where it applies ("*" = any)
     findings                   diagnosis finding ids it answers (cited as evidence)
-    budget                     true: it raises a limit of the episode (tokens, turns) the diagnosis shows binding;
+    budget                     true: it raises a limit of the episode (tokens, turns, tools) the diagnosis shows binding;
                                the heuristic proposes a firing budget skill before any other (evo.agent.heuristic)
     hypothesis, predicted_effect   text the manifest carries
     backtest                   {question: ...}: replay the parent's rollouts under the patch first

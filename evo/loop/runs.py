@@ -240,17 +240,23 @@ def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
 
     A version's own run with its seed replicates; the seeds of each control
     schedule of a parent. Sets of one run are returned too (they carry no
-    spread; `stats.seed_noise` skips them).
+    spread; `stats.seed_noise` skips them). Each training counts once: a
+    continue-training version's runs are its parent's control runs, and a
+    control an ancestor already trained (`shared_from`) is that ancestor's, so
+    neither is a set of its own (counted twice they would narrow the floor).
     """
     sets = []
     for rec in records.values():
         evaluated = rec.last("evaluated")
         replicas = replicate_events(rec)
-        if evaluated and replicas:
+        trained = rec.last("trained") or {}
+        if evaluated and replicas and not trained.get("from_control"):
             own = [(float(evaluated["avg_at_k"]), evaluated.get("per_stratum") or {})]
             sets.append(own + [(float(ev["avg_at_k"]), ev.get("per_stratum") or {}) for _, ev in sorted(replicas.items())])
         by_schedule: dict[int, list] = {}
         for ev in control_events(rec).values():
+            if ev.get("shared_from"):
+                continue
             by_schedule.setdefault(int(ev["steps"]), []).append((float(ev["avg_at_k"]), ev.get("per_stratum") or {}))
         sets.extend(by_schedule.values())
     return sets

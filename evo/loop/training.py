@@ -24,14 +24,16 @@ from evo.vocabulary import event_id
 
 
 def estimate(ws, plan: Plan, parent: str | None, parent_recipe: dict | None) -> gating.CostEstimate:
-    """Every run this step trains: the version under each seed, the missing control runs, calibration."""
+    """Every run this step trains: the version under each seed, the missing control runs (less those an
+    ancestor's control already trained), calibration."""
     runs = []
     if plan.trains:
         runs += [plan.recipe] * (len(plan.seeds) + len(plan.calibration))
     if plan.control or plan.kind == "continue":
         have = R.control_events(ws.lineage.read_all().get(parent))
-        runs += [R.control_recipe(parent_recipe, plan.control_steps, s) for s in plan.seeds
-                 if R.control_key(plan.control_steps, s) not in have]
+        keys = {s: R.control_key(plan.control_steps, s) for s in plan.seeds}
+        runs += [R.control_recipe(parent_recipe, plan.control_steps, s) for s, key in keys.items()
+                 if key not in have and shared_control(ws, parent, parent_recipe, key) is None]
     return gating.estimate_runs(runs, ws.config.gate, eval_recipe=plan.recipe if not plan.trains else None)
 
 
@@ -105,8 +107,20 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
             continue
         out = R.control_dir(ws.root, ws.settings, parent, key)
         recipe = R.control_recipe(parent_recipe, steps, seed)
-        ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
-        summary = train(ws, recipe, out, init, f"{parent}~{key}", parent, files_of=parent)
+        shared = shared_control(ws, parent, parent_recipe, key)
+        if shared is not None:  # the same training was done for an ancestor whose policy this one is
+            source, source_recipe, event = shared
+            ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed}): "
+                   f"the run of {source}'s control {key}, the same training")
+            R.clone_run(artifact_root(ws.root, ws.settings) / event["run"], out)
+            if parent_recipe["eval"] != source_recipe["eval"]:  # a harness revision changed the measurement
+                from evo.train.evaluate import evaluate
+
+                evaluate(out / "checkpoint", recipe, out)
+            summary = json.loads((out / "summary.json").read_text())
+        else:
+            ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
+            summary = train(ws, recipe, out, init, f"{parent}~{key}", parent, files_of=parent)
         fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
         ws.diagnose(parent, parent_recipe, out_dir=out, run_dir=out)
         runs = [R.control_dir(ws.root, ws.settings, parent, R.control_key(steps, s))
@@ -120,11 +134,46 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
             "steps": steps, "seed": seed, "for": version, "run": str(out.relative_to(artifact_root(ws.root, ws.settings))),
             "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"],
             "per_stratum": ev.get("per_stratum", {}), "continuation": continuation,
-            "estimate": gating.estimate(recipe, ws.config.gate).as_dict(), "grpo_steps": steps,
+            # what this event trained: nothing when it reuses an ancestor's control run
+            "estimate": {} if shared else gating.estimate(recipe, ws.config.gate).as_dict(),
+            "grpo_steps": 0 if shared else steps, "shared_from": shared[2]["run"] if shared else None,
             "metrics": summary.get("final", {}),
         })
-        trained.append(key)
+        (reused if shared else trained).append(key)
     return {"reused": reused, "trained": trained}
+
+
+def shared_control(ws, parent: str, parent_recipe: dict, key: str) -> tuple[str, dict, dict] | None:
+    """(ancestor, its recipe, its `control` event) whose control run `key` is exactly the training this one
+    would do, or None.
+
+    A harness-only revision shares its parent's policy (`V.policy_source`): the
+    same checkpoint and prompt schedule. When its recipe also trains the same
+    way (equal outside `eval`, the same rubric file where a model judge reads
+    one), the ancestor's control under the same steps and seed is the same run;
+    only its evaluation may differ. Training it again would spend the steps twice.
+    """
+    records = ws.lineage.read_all()
+    for source in V.policy_source(records, parent)[1:]:
+        event = R.control_events(records.get(source)).get(key)
+        if event is None or not R.is_finished(artifact_root(ws.root, ws.settings) / event["run"]):
+            continue
+        source_recipe = V.recipe_of(ws.lineage, source)
+        if _trains_alike(ws, parent, parent_recipe, source, source_recipe):
+            return source, source_recipe, event
+    return None
+
+
+def _trains_alike(ws, a: str, recipe_a: dict, b: str, recipe_b: dict) -> bool:
+    def training(recipe):
+        return {k: v for k, v in recipe.items() if k != "eval"}
+
+    if training(recipe_a) != training(recipe_b):
+        return False
+    judge = (recipe_a.get("reward") or {}).get("model_judge")
+    if judge and not Path(judge["rubric"]).expanduser().is_absolute():
+        return ws.lineage.file_at(a, judge["rubric"]) == ws.lineage.file_at(b, judge["rubric"])
+    return True
 
 
 def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | None = None) -> dict:

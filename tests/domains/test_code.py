@@ -35,7 +35,8 @@ def test_sample_references_pass_their_tests(env, kit):
     assert len(tasks) == 6 and {t.stratum for t in tasks} == {"easy", "medium"}
     policy = ScriptedPolicy(lambda prompt: fenced(next(t.answer for t in tasks if env.render_prompt(t) == prompt)))
     trajs = kit.drive(env, tasks, policy)
-    assert [t.components["correctness"] for t in trajs] == [1.0] * len(tasks)
+    # a sandbox fault ends an episode with no components and its exception in info["error"]: show it
+    assert [t.components.get("correctness") for t in trajs] == [1.0] * len(tasks), [t.info.get("error") for t in trajs]
 
 
 def test_correct_program(env, kit):

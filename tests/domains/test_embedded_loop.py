@@ -6,11 +6,10 @@
 - a different v0 of the same domain leads to different interventions, chosen
   from its own diagnosis. patch with four turns instead of eight: the turn
   limit binds (~40% of episodes end at it) and is raised first, where the
-  eight-turn v0 starts elsewhere. calc with the calculator off: the
-  calculator is among its candidates (and not the plain v0's, whose tool is
-  on), but the dead groups (~75%) are the stronger evidence for both, so both
-  start with StdGroupFilter, as the paper's Math trace filtered before it added
-  an interpreter. The variant's step stops at the cost gate once v1 is proposed
+  eight-turn v0 starts elsewhere. calc with the calculator off: most tasks
+  are never solved in k samples and the calculator is offered first (a
+  withheld tool is a limit of the episode, like the turn limit), where the
+  plain v0, whose tool is on, starts elsewhere (the dead groups). The variant's step stops at the cost gate once v1 is proposed
   (nothing of v1 is trained: the proposal is what is compared).
 
 Test scale: the shipped v0 with fewer, smaller steps and a trimmed
@@ -98,20 +97,5 @@ def test_a_different_v0_leads_to_a_different_first_intervention(stepped, tmp_pat
     for ws, iv in ((root, plain), (variant, other)):
         diagnosis = json.loads((ws / ".evo/artifacts/v0/diagnosis.json").read_text())
         assert all(key in diagnosis["metrics"] for key in iv["evidence"]["metrics"])
-    if domain == "patch":
-        assert other["factor"] == "domain.options.max_turns" and plain["factor"] != other["factor"], (plain, other)
-        return
-    candidates = {}
-    for name, ws, recipe in (("plain", root, f"{domain}-tiny"), ("variant", variant, VARIANTS[domain])):
-        (tmp_path / f"{name}.yaml").write_text(recipe_text(recipe))
-        candidates[name] = candidate_skills(ws, tmp_path / f"{name}.yaml")
-    assert "offer-the-calculator" in candidates["variant"], candidates
-    assert "offer-the-calculator" not in candidates["plain"], candidates
-
-
-def candidate_skills(root: Path, recipe: Path) -> list[str]:
-    """The skills whose candidates the heuristic ranks on v0's diagnosis and recipe (`evo agent propose`, which
-    changes nothing)."""
-    notes = evo_json("agent", "propose", "-C", root, "--diagnosis", root / ".evo/artifacts/v0/diagnosis.json",
-                     "--recipe", recipe)["notes"]
-    return [n.removeprefix("candidate ").split(":")[0] for n in notes if n.startswith("candidate ")]
+    expected = {"patch": "domain.options.max_turns", "calc": "domain.options.tool"}[domain]
+    assert other["factor"] == expected and plain["factor"] != other["factor"], (plain, other)

@@ -152,15 +152,20 @@ def test_continuation_reads_the_lineage(art, tmp_path):
             "noise_floor": 0.02, "value": 0.8, "steps": 20, "time": "t"}
     lineage = [
         {"name": "v1", "parents": ["v0"], "intervention": {"kind": "continue"}, "outcome": "improvement", "continuations": []},
-        {"name": "v3", "parents": ["v1"], "intervention": {"kind": "continue"}, "outcome": "improvement",
+        {"name": "v2", "parents": ["v1"], "intervention": {"kind": "harness"}, "outcome": "insufficient", "continuations": []},
+        {"name": "v3", "parents": ["v2"], "intervention": {"kind": "continue"}, "outcome": "improvement",
          "continuations": [cont]},
     ]
     ctx = AnalyzerContext(run=RunArtifacts(run), lineage=lineage, version="v3")
     out = art.run_builtin("continuation", ctx)
     m = out["metrics"]
+    # The harness revision between the two continuations trained nothing: it neither counts nor breaks the streak.
     assert m["version/continuation_measured"] == 1 and m["version/continue_streak"] == 2
+    policy = [dict(lineage[0], intervention={"kind": "policy"}), *lineage[1:]]
+    broken = art.run_builtin("continuation", AnalyzerContext(run=RunArtifacts(run), lineage=policy, version="v3"))
+    assert broken["metrics"]["version/continue_streak"] == 1
     assert m["version/continuation_z"] == pytest.approx(1.959964 * 0.08 / 0.04)
     assert "version.still_learning" in art.ids(out)
-    lineage[1]["continuations"] = [dict(cont, delta=0.005, ci_low=-0.02, ci_high=0.03, outcome="insufficient")]
+    lineage[-1]["continuations"] = [dict(cont, delta=0.005, ci_low=-0.02, ci_high=0.03, outcome="insufficient")]
     again = art.run_builtin("continuation", AnalyzerContext(run=RunArtifacts(run), lineage=lineage, version="v3"))
     assert "version.plateau" in art.ids(again) and again["metrics"]["version/continuation_z"] < 1.96

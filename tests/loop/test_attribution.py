@@ -10,7 +10,7 @@ import json
 import sys
 
 import pytest
-from loop_support import evo, evo_json, init_workspace, patch_settings
+from loop_support import copy_workspace, evo, evo_json, init_workspace, patch_settings
 
 # More steps of this recipe keep helping: room to answer (8 tokens) and the embedded default's
 # batch and learning rate, in versions of 10 steps (measured: continuing v0 for 10 steps gains
@@ -44,13 +44,31 @@ pathlib.Path(".evo/manifest.json").write_text(json.dumps({
     "predicted_effect": "none", "expected_cost": "same", "skill": "std-group-filter"}))
 """
 
+# A command agent that revises the harness only: the paired evaluation re-run with twice the samples.
+EVAL_K_AGENT = """
+import json, pathlib, yaml
+recipe = yaml.safe_load(pathlib.Path("recipe.yaml").read_text())
+k = recipe["eval"]["k"]
+recipe["eval"]["k"] = 2 * k
+pathlib.Path("recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+pathlib.Path(".evo").mkdir(exist_ok=True)
+pathlib.Path(".evo/manifest.json").write_text(json.dumps({
+    "kind": "harness", "factor": "eval.k", "change": f"eval.k: {k} -> {2 * k}",
+    "hypothesis": "more samples", "evidence": {"findings": [], "metrics": {}},
+    "predicted_effect": "a narrower interval", "expected_cost": "evaluation x2"}))
+"""
+
+
+def _agent(root, tmp_path, name, text, *args):
+    script = tmp_path / "agent" / f"{name}.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(text)
+    patch_settings(root, {"agent": {"backend": "command", "command": " ".join([sys.executable, str(script), *args]),
+                                    "sandbox": {"read_only": [str(script.parent)]}}})
+
 
 def _noop_agent(root, tmp_path, key):
-    script = tmp_path / "agent" / f"noop-{key}.py"
-    script.parent.mkdir(exist_ok=True)
-    script.write_text(NOOP_AGENT)
-    patch_settings(root, {"agent": {"backend": "command", "command": f"{sys.executable} {script} {key}",
-                                    "sandbox": {"read_only": [str(script.parent)]}}})
+    _agent(root, tmp_path, f"noop-{key}", NOOP_AGENT, key)
 
 
 def _trained(root, version):
@@ -114,6 +132,46 @@ def test_siblings_share_one_control(noop_ws):
     # The noise floor was measured at the bootstrap: v0 under four seeds.
     assert [e["seed"] for e in v0["events"] if e["event"] == "replicated"] == [1, 2, 3]
     assert _judged(noop_ws, "v1")["noise"]["runs"] == 4
+
+
+def test_a_harness_revision_shares_its_parents_control_run(noop_ws, tmp_path):
+    """Below a harness-only revision the policy, the prompt schedule and the training recipe are the parent's:
+    a candidate's control there is the parent's control run (re-evaluated under the new eval.k), never trained
+    again, and it counts no GRPO steps."""
+    root = copy_workspace(noop_ws, tmp_path / "ws")
+    _agent(root, tmp_path, "eval-k", EVAL_K_AGENT)
+    evo("step", "-C", root)
+    harness = evo_json("show", "-C", root, "v3")
+    assert next(e for e in harness["events"] if e["event"] == "created")["intervention"]["kind"] == "harness"
+    assert harness["parents"] == ["v0"], harness["parents"]
+    spent_before = _spent_steps(root)
+    _noop_agent(root, tmp_path, "ngram")
+    out = evo("step", "-C", root).stdout
+    assert "the same training" in out, out
+    v4 = evo_json("show", "-C", root, "v4")
+    assert v4["parents"] == ["v3"] and _judged(root, "v4")["attributed"]["control"] == "steps10-seed0"
+    control = next(e for e in evo_json("show", "-C", root, "v3")["events"] if e["event"] == "control")
+    assert control["shared_from"] == "controls/v0/steps10-seed0" and control["grpo_steps"] == 0
+    assert json.loads((root / ".evo/journal/done/v4.json").read_text())["results"]["control"] == {
+        "reused": ["steps10-seed0"], "trained": []}
+    shared, original = root / ".evo/artifacts/controls/v3/steps10-seed0", root / ".evo/artifacts/controls/v0/steps10-seed0"
+    weights = "checkpoint/model.safetensors"
+    assert (shared / weights).read_bytes() == (original / weights).read_bytes()
+    from evo.lineage import Lineage
+    from evo.loop.versions import recipe_of
+
+    revised_k = recipe_of(Lineage.open(root), "v3")["eval"]["k"]
+    assert revised_k > 8 and json.loads((shared / "eval.json").read_text())["k"] == revised_k  # the revision's eval.k
+    assert json.loads((original / "eval.json").read_text())["k"] == 8  # the original run is left as it was
+    assert _spent_steps(root) == spent_before + 10  # the candidate's steps only
+    evo("fsck", "-C", root)  # the shared run's artifacts are hashed like any control's
+
+
+def _spent_steps(root):
+    from evo.lineage import Lineage
+    from evo.loop.gate import spent
+
+    return spent(Lineage.open(root).read_all())["grpo_steps"]
 
 
 def test_two_training_seeds_record_both_and_widen_the_interval(tmp_path):
