@@ -242,24 +242,44 @@ def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
     schedule of a parent. Sets of one run are returned too (they carry no
     spread; `stats.seed_noise` skips them). Each training counts once: a
     continue-training version's runs are its parent's control runs, and a
-    control an ancestor already trained (`shared_from`) is that ancestor's, so
-    neither is a set of its own (counted twice they would narrow the floor).
+    control an ancestor already trained (`shared_from`) is that ancestor's run,
+    so a training met twice stays in the largest set that holds it (counted in
+    two sets it would narrow the floor with a spread it measured once).
     """
-    sets = []
+    trainings = {}  # control run folder -> the run folder that trained it
+    for rec in records.values():
+        for ev in control_events(rec).values():
+            trainings[ev["run"]] = ev.get("shared_from") or ev["run"]
+    sets: list[list[tuple[str, float, dict]]] = []
     for rec in records.values():
         evaluated = rec.last("evaluated")
         replicas = replicate_events(rec)
-        trained = rec.last("trained") or {}
-        if evaluated and replicas and not trained.get("from_control"):
-            own = [(float(evaluated["avg_at_k"]), evaluated.get("per_stratum") or {})]
-            sets.append(own + [(float(ev["avg_at_k"]), ev.get("per_stratum") or {}) for _, ev in sorted(replicas.items())])
+        if evaluated and replicas:
+            reused = (rec.last("trained") or {}).get("from_control")
+
+            def training_of(seed: int, run: str) -> str:
+                if not reused:
+                    return run
+                steps = reused.split("-")[0].removeprefix("steps")
+                folder = f"{CONTROLS}/{rec.parents[0]}/{control_key(int(steps), seed)}"
+                return trainings.get(folder, folder)
+
+            own = [(training_of(int((rec.last("trained") or {}).get("seed") or 0), rec.name),
+                    float(evaluated["avg_at_k"]), evaluated.get("per_stratum") or {})]
+            sets.append(own + [(training_of(seed, ev["run"]), float(ev["avg_at_k"]), ev.get("per_stratum") or {})
+                               for seed, ev in sorted(replicas.items())])
         by_schedule: dict[int, list] = {}
         for ev in control_events(rec).values():
-            if ev.get("shared_from"):
-                continue
-            by_schedule.setdefault(int(ev["steps"]), []).append((float(ev["avg_at_k"]), ev.get("per_stratum") or {}))
+            by_schedule.setdefault(int(ev["steps"]), []).append(
+                (trainings[ev["run"]], float(ev["avg_at_k"]), ev.get("per_stratum") or {}))
         sets.extend(by_schedule.values())
-    return sets
+    counted: set[str] = set()
+    out = []
+    for members in sorted(sets, key=len, reverse=True):  # stable: ties keep the lineage's order
+        kept = [(value, strata) for training, value, strata in members if training not in counted]
+        counted.update(training for training, _, _ in members)
+        out.append(kept)
+    return out
 
 
 def workspace_noise(records: dict) -> stats.SeedNoise | None:
