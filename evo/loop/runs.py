@@ -255,19 +255,11 @@ def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
         evaluated = rec.last("evaluated")
         replicas = replicate_events(rec)
         if evaluated and replicas:
-            reused = (rec.last("trained") or {}).get("from_control")
-
-            def training_of(seed: int, run: str) -> str:
-                if not reused:
-                    return run
-                steps = reused.split("-")[0].removeprefix("steps")
-                folder = f"{CONTROLS}/{rec.parents[0]}/{control_key(int(steps), seed)}"
-                return trainings.get(folder, folder)
-
-            own = [(training_of(int((rec.last("trained") or {}).get("seed") or 0), rec.name),
-                    float(evaluated["avg_at_k"]), evaluated.get("per_stratum") or {})]
-            sets.append(own + [(training_of(seed, ev["run"]), float(ev["avg_at_k"]), ev.get("per_stratum") or {})
-                               for seed, ev in sorted(replicas.items())])
+            seed = int((rec.last("trained") or {}).get("seed") or 0)
+            own = [(_training_of(rec, seed, rec.name, trainings), float(evaluated["avg_at_k"]),
+                    evaluated.get("per_stratum") or {})]
+            sets.append(own + [(_training_of(rec, s, ev["run"], trainings), float(ev["avg_at_k"]),
+                                ev.get("per_stratum") or {}) for s, ev in sorted(replicas.items())])
         by_schedule: dict[int, list] = {}
         for ev in control_events(rec).values():
             by_schedule.setdefault(int(ev["steps"]), []).append(
@@ -280,6 +272,16 @@ def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
         counted.update(training for training, _, _ in members)
         out.append(kept)
     return out
+
+
+def _training_of(rec, seed: int, run: str, trainings: dict[str, str]) -> str:
+    """The run folder that trained `rec`'s run under `seed`: its own, or (a continuation) its parent's control's."""
+    reused = (rec.last("trained") or {}).get("from_control")
+    if not reused:
+        return run
+    steps = int(reused.split("-")[0].removeprefix("steps"))
+    folder = f"{CONTROLS}/{rec.parents[0]}/{control_key(steps, seed)}"
+    return trainings.get(folder, folder)
 
 
 def workspace_noise(records: dict) -> stats.SeedNoise | None:
