@@ -204,6 +204,17 @@ def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path]) 
     return problems
 
 
+def changed_artifacts(folder: Path, artifacts: list[dict]) -> list[str]:
+    """The recorded artifacts of one run (`artifact_list`'s entries: the checkpoint's weights included) whose
+    file is missing or no longer has its recorded sha256; empty when the run is as it was recorded."""
+    changed = []
+    for a in artifacts:
+        path = Path(folder) / a["name"]
+        if a.get("sha256") and (not path.is_file() or sha256_of(path) != a["sha256"]):
+            changed.append(a["name"])
+    return changed
+
+
 def clone_run(source: Path, target: Path) -> None:
     """Make `target` hold the finished run in `source` (hard links where the filesystem allows; artifacts never change)."""
     if is_finished(target):
@@ -246,10 +257,15 @@ def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
     so a training met twice stays in the largest set that holds it (counted in
     two sets it would narrow the floor with a spread it measured once).
     """
-    trainings = {}  # control run folder -> the run folder that trained it
-    for rec in records.values():
-        for ev in control_events(rec).values():
-            trainings[ev["run"]] = ev.get("shared_from") or ev["run"]
+    shared = {ev["run"]: ev.get("shared_from") or ev["run"] for rec in records.values()
+              for ev in control_events(rec).values()}
+    trainings = {}  # control run folder -> the run folder that trained it (a share of a share followed to its end)
+    for run in shared:
+        seen, current = {run}, shared[run]
+        while shared.get(current, current) != current and current not in seen:
+            seen.add(current)
+            current = shared[current]
+        trainings[run] = current
     sets: list[list[tuple[str, float, dict]]] = []
     for rec in records.values():
         evaluated = rec.last("evaluated")

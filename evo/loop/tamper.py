@@ -11,7 +11,9 @@ that it held. Before the agent starts the loop takes a `snapshot`; afterwards
 - the step journal;
 - any artifact the judge will read whose content no longer matches the sha256
   recorded in the lineage (the parent's runs, its controls, the base model's
-  evaluation).
+  evaluation), and any file of a control run the step may clone and evaluate
+  again (the parent's and, below a harness revision, its ancestors'), the
+  checkpoint's weights included.
 
 A candidate whose agent changed any of these is rejected with that reason and
 pruned, and main's files are put back (`Lineage.restore_main_paths`).
@@ -36,7 +38,8 @@ def judged_runs(root: Path, settings: dict, records: dict, parent: str) -> list[
     """The run folders whose evidence a candidate of `parent` is judged on."""
     folders = [artifact_dir(root, settings, name) for name in V.policy_source(records, parent)]
     rec = records.get(parent)
-    folders += [artifact_root(root, settings) / ev["run"] for ev in R.control_events(rec).values()]
+    for name in V.policy_source(records, parent):  # an ancestor's control may be shared below a harness revision
+        folders += [artifact_root(root, settings) / ev["run"] for ev in R.control_events(records.get(name)).values()]
     folders += [artifact_root(root, settings) / ev["run"] for ev in R.replicate_events(rec).values()]
     folders.append(artifact_dir(root, settings, V.BASE))
     return folders
@@ -63,4 +66,18 @@ def changes(lineage, root: Path, settings: dict, before: dict) -> tuple[list[str
         lines.append("the step journal changed")
     records = lineage.read_all()
     lines += R.verify_runs(root, settings, records, judged_runs(root, settings, records, before["parent"]))
+    lines += _reused_runs_changed(root, settings, records, before["parent"])
     return lines, touched
+
+
+def _reused_runs_changed(root: Path, settings: dict, records: dict, parent: str) -> list[str]:
+    """Control runs this step may clone instead of training (the parent's, for a continuation; an ancestor's
+    below a harness revision) whose recorded files, the checkpoint's weights included, changed: a clone is
+    evaluated again, so its weights are evidence too."""
+    lines = []
+    for name in V.policy_source(records, parent):
+        for ev in R.control_events(records.get(name)).values():
+            for changed in R.changed_artifacts(artifact_root(root, settings) / ev["run"], ev.get("artifacts") or []):
+                lines.append(f"{ev['run']}/{changed} no longer has its recorded sha256: a control run the step "
+                             "may reuse changed after it was recorded (tampering?)")
+    return lines

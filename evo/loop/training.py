@@ -109,14 +109,13 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
         recipe = R.control_recipe(parent_recipe, steps, seed)
         shared = shared_control(ws, parent, parent_recipe, key)
         if shared is not None:  # the same training was done for an ancestor whose policy this one is
-            source, source_recipe, event = shared
+            source, event = shared
             ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed}): "
                    f"the run of {source}'s control {key}, the same training")
             R.clone_run(artifact_root(ws.root, ws.settings) / event["run"], out)
-            if parent_recipe["eval"] != source_recipe["eval"]:  # a harness revision changed the measurement
-                from evo.train.evaluate import evaluate
+            from evo.train.evaluate import evaluate
 
-                evaluate(out / "checkpoint", recipe, out)
+            evaluate(out / "checkpoint", recipe, out)  # measured as this parent measures: its eval, its tasks
             summary = json.loads((out / "summary.json").read_text())
         else:
             ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
@@ -136,31 +135,39 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
             "per_stratum": ev.get("per_stratum", {}), "continuation": continuation,
             # what this event trained: nothing when it reuses an ancestor's control run
             "estimate": {} if shared else gating.estimate(recipe, ws.config.gate).as_dict(),
-            "grpo_steps": 0 if shared else steps, "shared_from": shared[2]["run"] if shared else None,
+            "grpo_steps": 0 if shared else steps,
+            "shared_from": (shared[1].get("shared_from") or shared[1]["run"]) if shared else None,  # who trained it
             "metrics": summary.get("final", {}),
         })
         (reused if shared else trained).append(key)
     return {"reused": reused, "trained": trained}
 
 
-def shared_control(ws, parent: str, parent_recipe: dict, key: str) -> tuple[str, dict, dict] | None:
-    """(ancestor, its recipe, its `control` event) whose control run `key` is exactly the training this one
-    would do, or None.
+def shared_control(ws, parent: str, parent_recipe: dict, key: str) -> tuple[str, dict] | None:
+    """(ancestor, its `control` event) whose control run `key` is exactly the training this one would do, or None.
 
     A harness-only revision shares its parent's policy (`V.policy_source`): the
     same checkpoint and prompt schedule. When its recipe also trains the same
     way (equal outside `eval`, the same rubric file where a model judge reads
     one), the ancestor's control under the same steps and seed is the same run;
-    only its evaluation may differ. Training it again would spend the steps twice.
+    only its evaluation may differ, so the clone is evaluated again. Training it
+    again would spend the steps twice. A run whose files no longer match the
+    sha256 the lineage recorded for them (the checkpoint included) is never
+    reused: the control is trained afresh from the parent's checkpoint.
     """
     records = ws.lineage.read_all()
     for source in V.policy_source(records, parent)[1:]:
         event = R.control_events(records.get(source)).get(key)
-        if event is None or not R.is_finished(artifact_root(ws.root, ws.settings) / event["run"]):
+        folder = artifact_root(ws.root, ws.settings) / event["run"] if event else None
+        if folder is None or not R.is_finished(folder):
             continue
-        source_recipe = V.recipe_of(ws.lineage, source)
-        if _trains_alike(ws, parent, parent_recipe, source, source_recipe):
-            return source, source_recipe, event
+        if _trains_alike(ws, parent, parent_recipe, source, V.recipe_of(ws.lineage, source)):
+            changed = R.changed_artifacts(folder, event.get("artifacts") or [])
+            if changed:
+                ws.say(f"control: {event['run']} is not reused: {', '.join(changed[:3])} changed since it was "
+                       "recorded; training it again")
+                return None
+            return source, event
     return None
 
 

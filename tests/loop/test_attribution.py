@@ -138,15 +138,7 @@ def test_a_harness_revision_shares_its_parents_control_run(noop_ws, tmp_path):
     """Below a harness-only revision the policy, the prompt schedule and the training recipe are the parent's:
     a candidate's control there is the parent's control run (re-evaluated under the new eval.k), never trained
     again, and it counts no GRPO steps."""
-    root = copy_workspace(noop_ws, tmp_path / "ws")
-    _agent(root, tmp_path, "eval-k", EVAL_K_AGENT)
-    evo("step", "-C", root)
-    harness = evo_json("show", "-C", root, "v3")
-    assert next(e for e in harness["events"] if e["event"] == "created")["intervention"]["kind"] == "harness"
-    assert harness["parents"] == ["v0"], harness["parents"]
-    spent_before = _spent_steps(root)
-    _noop_agent(root, tmp_path, "ngram")
-    out = evo("step", "-C", root).stdout
+    root, out, spent_before = _noop_below_a_harness_revision(noop_ws, tmp_path)
     assert "the same training" in out, out
     v4 = evo_json("show", "-C", root, "v4")
     assert v4["parents"] == ["v3"] and _judged(root, "v4")["attributed"]["control"] == "steps10-seed0"
@@ -165,6 +157,45 @@ def test_a_harness_revision_shares_its_parents_control_run(noop_ws, tmp_path):
     assert json.loads((original / "eval.json").read_text())["k"] == 8  # the original run is left as it was
     assert _spent_steps(root) == spent_before + 10  # the candidate's steps only
     evo("fsck", "-C", root)  # the shared run's artifacts are hashed like any control's
+
+
+# An unconfined agent (agent.sandbox.confine: false) that, besides its no-op edit, overwrites the weights of the
+# control run its candidate's control would be cloned from (a broken counterfactual flatters any candidate).
+TAMPERING_NOOP_AGENT = NOOP_AGENT + """
+weights = pathlib.Path(sys.argv[2])
+data = bytearray(weights.read_bytes())
+data[-64:] = bytes(64)
+weights.unlink()
+weights.write_bytes(bytes(data))
+"""
+
+
+def test_an_agent_that_changes_a_control_run_to_be_shared_is_rejected(noop_ws, tmp_path):
+    root = copy_workspace(noop_ws, tmp_path / "ws")
+    _agent(root, tmp_path, "eval-k", EVAL_K_AGENT)
+    evo("step", "-C", root)
+    weights = root / ".evo/artifacts/controls/v0/steps10-seed0/checkpoint/model.safetensors"
+    _agent(root, tmp_path, "tamper", TAMPERING_NOOP_AGENT, "ngram", str(weights))
+    patch_settings(root, {"agent": {"sandbox": {"confine": False}}})
+    out = evo("step", "-C", root).stdout
+    assert "status: rejected" in out, out
+    reason = next(e for e in evo_json("show", "-C", root, "v4")["events"] if e["event"] == "rejected")["reason"]
+    assert "controls/v0/steps10-seed0/checkpoint/model.safetensors" in reason, reason
+    assert not (root / ".evo/artifacts/controls/v3").exists(), "nothing cloned or trained for a rejected candidate"
+
+
+def _noop_below_a_harness_revision(noop_ws, tmp_path):
+    """noop_ws + a harness-only revision v3 of v0 + a no-op candidate v4 of v3: (root, v4's step output, the GRPO
+    steps spent before v4's step)."""
+    root = copy_workspace(noop_ws, tmp_path / "ws")
+    _agent(root, tmp_path, "eval-k", EVAL_K_AGENT)
+    evo("step", "-C", root)
+    harness = evo_json("show", "-C", root, "v3")
+    assert next(e for e in harness["events"] if e["event"] == "created")["intervention"]["kind"] == "harness"
+    assert harness["parents"] == ["v0"], harness["parents"]
+    spent_before = _spent_steps(root)
+    _noop_agent(root, tmp_path, "ngram")
+    return root, evo("step", "-C", root).stdout, spent_before
 
 
 def _spent_steps(root):
