@@ -45,10 +45,11 @@ def evo(*args, capture=True) -> str:
     return proc.stdout or ""
 
 
-def train(recipe: dict, out: Path, init=None) -> Path:
+def train(recipe: dict, out: Path, init=None, offset: int = 0) -> Path:
+    """One run; `offset`: where it sits in its parent's prompt schedule, as the loop trains it."""
     from evo.train.run import train_recipe
 
-    train_recipe(recipe, out, init_checkpoint=init, progress=False)
+    train_recipe(recipe, out, init_checkpoint=init, progress=False, step_offset=offset)
     return out
 
 
@@ -91,14 +92,15 @@ def main() -> None:
         recipe = V.recipe_of(lineage, rec.name)
         parent_recipe = V.recipe_of(lineage, parent)
         init = V.checkpoint_of(ws, settings, parent)
+        offset = V.schedule_end(records, parent)  # the loop continues the parent's prompt schedule; so does the redo
         seed = int(recipe["seed"]) + 100
         against = (judged.get("attributed") or {}).get("against")
         if against == "control":
             steps = R.control_steps(parent_recipe, recipe, (rec.last("created")["intervention"] or {}).get("factor"))
-            redo = train(R.control_recipe(parent_recipe, steps, seed), extra / f"{rec.name}-control-seed{seed}", init)
+            redo = train(R.control_recipe(parent_recipe, steps, seed), extra / f"{rec.name}-control-seed{seed}", init, offset)
             again = compare_runs(artifact_dir(ws, settings, rec.name), redo, B=B, noise=noise)
         else:  # continue-training (or a bootstrap): its counterfactual is the parent; train the version again
-            redo = train(R.with_seed(recipe, seed), extra / f"{rec.name}-seed{seed}", init)
+            redo = train(R.with_seed(recipe, seed), extra / f"{rec.name}-seed{seed}", init, offset)
             again = compare_runs(redo, artifact_dir(ws, settings, parent), B=B, noise=noise, parent_seeds=None)
         checks.append({"version": rec.name, "against": against, "outcome_again": again["outcome"],
                        "delta": judged["headline"]["delta"], "delta_again": again["delta"],
