@@ -180,10 +180,12 @@ def recorded_hashes(records: dict) -> dict[tuple[str, str], str]:
     return out
 
 
-def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path]) -> list[str]:
-    """One line per file the judge reads (eval.parquet, rollouts.parquet) whose content no longer
-    matches the sha256 recorded in the lineage. Files never recorded (older workspaces) are not
-    reported: there is nothing to check them against."""
+def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path],
+                names: tuple[str, ...] | None = JUDGED_FILES) -> list[str]:
+    """One line per file the judge reads (`names`: eval.parquet, rollouts.parquet; None: every file the
+    lineage recorded for the run, the checkpoint's weights included) whose content no longer matches the
+    sha256 recorded in the lineage. Files never recorded (older workspaces) are not reported: there is
+    nothing to check them against."""
     recorded = recorded_hashes(records)
     base = artifact_root(root, settings).resolve()
     problems = []
@@ -192,7 +194,7 @@ def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path]) 
             run = str(Path(folder).resolve().relative_to(base))
         except ValueError:
             continue
-        for name in JUDGED_FILES:
+        for name in names if names is not None else sorted(n for r, n in recorded if r == run):
             expected = recorded.get((run, name))
             if expected is None:
                 continue
@@ -202,17 +204,6 @@ def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path]) 
                 what = "is missing" if actual is None else f"has sha256 {actual[:12]}, not the recorded {expected[:12]}"
                 problems.append(f"{run}/{name} {what}: the evidence changed after it was recorded (tampering?)")
     return problems
-
-
-def changed_artifacts(folder: Path, artifacts: list[dict]) -> list[str]:
-    """The recorded artifacts of one run (`artifact_list`'s entries: the checkpoint's weights included) whose
-    file is missing or no longer has its recorded sha256; empty when the run is as it was recorded."""
-    changed = []
-    for a in artifacts:
-        path = Path(folder) / a["name"]
-        if a.get("sha256") and (not path.is_file() or sha256_of(path) != a["sha256"]):
-            changed.append(a["name"])
-    return changed
 
 
 def clone_run(source: Path, target: Path) -> None:
@@ -257,15 +248,8 @@ def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
     so a training met twice stays in the largest set that holds it (counted in
     two sets it would narrow the floor with a spread it measured once).
     """
-    shared = {ev["run"]: ev.get("shared_from") or ev["run"] for rec in records.values()
-              for ev in control_events(rec).values()}
-    trainings = {}  # control run folder -> the run folder that trained it (a share of a share followed to its end)
-    for run in shared:
-        seen, current = {run}, shared[run]
-        while shared.get(current, current) != current and current not in seen:
-            seen.add(current)
-            current = shared[current]
-        trainings[run] = current
+    trainings = {ev["run"]: ev.get("shared_from") or ev["run"]  # control run folder -> the run that trained it
+                 for rec in records.values() for ev in control_events(rec).values()}
     sets: list[list[tuple[str, float, dict]]] = []
     for rec in records.values():
         evaluated = rec.last("evaluated")

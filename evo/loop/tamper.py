@@ -35,12 +35,9 @@ def _digest(path: Path) -> str | None:
 
 
 def judged_runs(root: Path, settings: dict, records: dict, parent: str) -> list[Path]:
-    """The run folders whose evidence a candidate of `parent` is judged on."""
+    """The run folders whose evidence a candidate of `parent` is judged on, but for controls (`control_runs`)."""
     folders = [artifact_dir(root, settings, name) for name in V.policy_source(records, parent)]
-    rec = records.get(parent)
-    for name in V.policy_source(records, parent):  # an ancestor's control may be shared below a harness revision
-        folders += [artifact_root(root, settings) / ev["run"] for ev in R.control_events(records.get(name)).values()]
-    folders += [artifact_root(root, settings) / ev["run"] for ev in R.replicate_events(rec).values()]
+    folders += [artifact_root(root, settings) / ev["run"] for ev in R.replicate_events(records.get(parent)).values()]
     folders.append(artifact_dir(root, settings, V.BASE))
     return folders
 
@@ -66,18 +63,13 @@ def changes(lineage, root: Path, settings: dict, before: dict) -> tuple[list[str
         lines.append("the step journal changed")
     records = lineage.read_all()
     lines += R.verify_runs(root, settings, records, judged_runs(root, settings, records, before["parent"]))
-    lines += _reused_runs_changed(root, settings, records, before["parent"])
+    lines += R.verify_runs(root, settings, records, control_runs(root, settings, records, before["parent"]), names=None)
     return lines, touched
 
 
-def _reused_runs_changed(root: Path, settings: dict, records: dict, parent: str) -> list[str]:
-    """Control runs this step may clone instead of training (the parent's, for a continuation; an ancestor's
-    below a harness revision) whose recorded files, the checkpoint's weights included, changed: a clone is
-    evaluated again, so its weights are evidence too."""
-    lines = []
-    for name in V.policy_source(records, parent):
-        for ev in R.control_events(records.get(name)).values():
-            for changed in R.changed_artifacts(artifact_root(root, settings) / ev["run"], ev.get("artifacts") or []):
-                lines.append(f"{ev['run']}/{changed} no longer has its recorded sha256: a control run the step "
-                             "may reuse changed after it was recorded (tampering?)")
-    return lines
+def control_runs(root: Path, settings: dict, records: dict, parent: str) -> list[Path]:
+    """The control runs a candidate of `parent` is judged against or that the step may clone instead of
+    training (the parent's, for a continuation; an ancestor's below a harness revision). A clone is evaluated
+    again, so every recorded file of these, the checkpoint's weights included, is evidence."""
+    return [artifact_root(root, settings) / ev["run"] for name in V.policy_source(records, parent)
+            for ev in R.control_events(records.get(name)).values()]

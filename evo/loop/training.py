@@ -33,7 +33,7 @@ def estimate(ws, plan: Plan, parent: str | None, parent_recipe: dict | None) -> 
         have = R.control_events(ws.lineage.read_all().get(parent))
         keys = {s: R.control_key(plan.control_steps, s) for s in plan.seeds}
         runs += [R.control_recipe(parent_recipe, plan.control_steps, s) for s, key in keys.items()
-                 if key not in have and shared_control(ws, parent, parent_recipe, key) is None]
+                 if key not in have and shared_control(ws, parent, parent_recipe, key, verify=False) is None]
     return gating.estimate_runs(runs, ws.config.gate, eval_recipe=plan.recipe if not plan.trains else None)
 
 
@@ -78,13 +78,13 @@ def _with_version_files(ws, recipe: dict, out: Path, version: str) -> dict:
     A rubric is a workspace file an agent may evolve; the run must score with the
     rubric of the version it trains, not whatever the current folder holds.
     """
-    judge = (recipe.get("reward") or {}).get("model_judge")
-    if not judge or Path(judge["rubric"]).expanduser().is_absolute():
+    rubric = _workspace_rubric(recipe)
+    if rubric is None:
         return recipe
     import copy
 
-    text = ws.lineage.file_at(version, judge["rubric"])
-    target = Path(out) / "rubric" / Path(judge["rubric"]).name
+    text = ws.lineage.file_at(version, rubric)
+    target = Path(out) / "rubric" / Path(rubric).name
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists() or target.read_text(encoding="utf-8") != text:
         target.write_text(text, encoding="utf-8")
@@ -143,7 +143,7 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
     return {"reused": reused, "trained": trained}
 
 
-def shared_control(ws, parent: str, parent_recipe: dict, key: str) -> tuple[str, dict] | None:
+def shared_control(ws, parent: str, parent_recipe: dict, key: str, *, verify: bool = True) -> tuple[str, dict] | None:
     """(ancestor, its `control` event) whose control run `key` is exactly the training this one would do, or None.
 
     A harness-only revision shares its parent's policy (`V.policy_source`): the
@@ -153,7 +153,8 @@ def shared_control(ws, parent: str, parent_recipe: dict, key: str) -> tuple[str,
     only its evaluation may differ, so the clone is evaluated again. Training it
     again would spend the steps twice. A run whose files no longer match the
     sha256 the lineage recorded for them (the checkpoint included) is never
-    reused: the control is trained afresh from the parent's checkpoint.
+    reused: the control is trained afresh from the parent's checkpoint (`verify`; the cost estimate skips
+    the hashing, the phase that clones does it).
     """
     records = ws.lineage.read_all()
     for source in V.policy_source(records, parent)[1:]:
@@ -162,10 +163,9 @@ def shared_control(ws, parent: str, parent_recipe: dict, key: str) -> tuple[str,
         if folder is None or not R.is_finished(folder):
             continue
         if _trains_alike(ws, parent, parent_recipe, source, V.recipe_of(ws.lineage, source)):
-            changed = R.changed_artifacts(folder, event.get("artifacts") or [])
+            changed = R.verify_runs(ws.root, ws.settings, records, [folder], names=None) if verify else []
             if changed:
-                ws.say(f"control: {event['run']} is not reused: {', '.join(changed[:3])} changed since it was "
-                       "recorded; training it again")
+                ws.say(f"control: not reused, training it again: {changed[0]}")
                 return None
             return source, event
     return None
@@ -177,10 +177,14 @@ def _trains_alike(ws, a: str, recipe_a: dict, b: str, recipe_b: dict) -> bool:
 
     if training(recipe_a) != training(recipe_b):
         return False
-    judge = (recipe_a.get("reward") or {}).get("model_judge")
-    if judge and not Path(judge["rubric"]).expanduser().is_absolute():
-        return ws.lineage.file_at(a, judge["rubric"]) == ws.lineage.file_at(b, judge["rubric"])
-    return True
+    rubric = _workspace_rubric(recipe_a)
+    return rubric is None or ws.lineage.file_at(a, rubric) == ws.lineage.file_at(b, rubric)
+
+
+def _workspace_rubric(recipe: dict) -> str | None:
+    """The model judge's rubric when it is a workspace file (relative: each version has its own), else None."""
+    judge = (recipe.get("reward") or {}).get("model_judge")
+    return judge["rubric"] if judge and not Path(judge["rubric"]).expanduser().is_absolute() else None
 
 
 def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | None = None) -> dict:

@@ -171,9 +171,7 @@ weights.write_bytes(bytes(data))
 
 
 def test_an_agent_that_changes_a_control_run_to_be_shared_is_rejected(noop_ws, tmp_path):
-    root = copy_workspace(noop_ws, tmp_path / "ws")
-    _agent(root, tmp_path, "eval-k", EVAL_K_AGENT)
-    evo("step", "-C", root)
+    root = _harness_revision_of_v0(noop_ws, tmp_path)
     weights = root / ".evo/artifacts/controls/v0/steps10-seed0/checkpoint/model.safetensors"
     _agent(root, tmp_path, "tamper", TAMPERING_NOOP_AGENT, "ngram", str(weights))
     patch_settings(root, {"agent": {"sandbox": {"confine": False}}})
@@ -184,15 +182,21 @@ def test_an_agent_that_changes_a_control_run_to_be_shared_is_rejected(noop_ws, t
     assert not (root / ".evo/artifacts/controls/v3").exists(), "nothing cloned or trained for a rejected candidate"
 
 
-def _noop_below_a_harness_revision(noop_ws, tmp_path):
-    """noop_ws + a harness-only revision v3 of v0 + a no-op candidate v4 of v3: (root, v4's step output, the GRPO
-    steps spent before v4's step)."""
+def _harness_revision_of_v0(noop_ws, tmp_path):
+    """A copy of noop_ws with a harness-only revision v3 of v0 (eval.k doubled); its root."""
     root = copy_workspace(noop_ws, tmp_path / "ws")
     _agent(root, tmp_path, "eval-k", EVAL_K_AGENT)
     evo("step", "-C", root)
     harness = evo_json("show", "-C", root, "v3")
     assert next(e for e in harness["events"] if e["event"] == "created")["intervention"]["kind"] == "harness"
     assert harness["parents"] == ["v0"], harness["parents"]
+    return root
+
+
+def _noop_below_a_harness_revision(noop_ws, tmp_path):
+    """`_harness_revision_of_v0` + a no-op candidate v4 of v3: (root, v4's step output, the GRPO steps spent
+    before v4's step)."""
+    root = _harness_revision_of_v0(noop_ws, tmp_path)
     spent_before = _spent_steps(root)
     _noop_agent(root, tmp_path, "ngram")
     return root, evo("step", "-C", root).stdout, spent_before

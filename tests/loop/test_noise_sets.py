@@ -58,11 +58,10 @@ def test_an_unshared_control_set_counts_in_full():
     assert sorted(sets) == [[0.61, 0.62, 0.63, 0.64], [0.70, 0.76]]
 
 
-def test_a_share_of_a_share_is_followed_to_the_run_that_trained_it():
+def test_a_share_of_a_share_is_counted_once():
     """v2 trained its control under seeds 0 and 1; v4, a harness revision of v2, shares both; v6, a harness
-    revision of v4, shares v4's, and (as workspaces recorded before `shared_from` named the first run do)
-    names v4's folders, themselves clones of v2's runs. Followed to v2 they are one set; read one level deep
-    they would count as a second."""
+    revision of v4, shares v4's, which the control event records as the runs that trained them (v2's). One
+    set, not three."""
     pair = [("steps20-seed0", 0.76), ("steps20-seed1", 0.70)]
     records = {
         "v2": _rec("v2", ["v0"], {"event": "trained", "seed": 0}, {"event": "evaluated", "avg_at_k": 0.74},
@@ -70,6 +69,6 @@ def test_a_share_of_a_share_is_followed_to_the_run_that_trained_it():
         "v4": _rec("v4", ["v2"], {"event": "evaluated", "avg_at_k": 0.74},
                    *[_control(k, f"controls/v4/{k}", a, shared_from=f"controls/v2/{k}") for k, a in pair]),
         "v6": _rec("v6", ["v4"], {"event": "evaluated", "avg_at_k": 0.74},
-                   *[_control(k, f"controls/v6/{k}", a, shared_from=f"controls/v4/{k}") for k, a in pair]),
+                   *[_control(k, f"controls/v6/{k}", a, shared_from=f"controls/v2/{k}") for k, a in pair]),
     }
     assert stats.seed_noise(replicate_sets(records)).df == 1
