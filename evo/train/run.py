@@ -174,3 +174,66 @@ def clear_run(out_dir) -> None:
         shutil.rmtree(out / name, ignore_errors=True)
     for name in ("rollouts.parquet", "metrics.jsonl", "eval.parquet", "eval.json", "summary.json"):
         (out / name).unlink(missing_ok=True)
+
+
+EXTENDED_FROM = "extended_from.json"  # in a run folder extend_run prepared: {run, steps}
+
+
+def extend_run(source, out_dir, recipe: dict) -> int | None:
+    """Make `out_dir` the finished run in `source`, ready to resume as the longer run `recipe`; its steps, or None.
+
+    A run of S steps, resumed from its final checkpoint (weights, optimizer,
+    RNG, schedule offset) and trained on to T steps, is exactly the run trained
+    T steps at once when the recipe is otherwise the same and every step's
+    learning rate does not depend on T (a constant schedule, warmup or not;
+    linear and cosine decay over T, so their first S steps differ). Then the
+    T-step run costs T - S steps. Returns None, leaving `out_dir` alone, when
+    `source` is not such a run: unfinished, not shorter, another recipe (the
+    recipe hash covers every field but `grpo.steps`, and a file path such as a
+    copied rubric counts as a field), or a T-dependent schedule.
+
+    `source` is never written: the checkpoint is hard-linked (a save replaces
+    the folder by rename), the files a resumed run rewrites in place are copied,
+    and rollouts.parquet is split back into the per-step shards a run keeps.
+    `out_dir/EXTENDED_FROM` names the run and the steps it held.
+    """
+    import json
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from evo.train.checkpoint import STATE_JSON, find_checkpoint, read_state
+    from evo.train.records import read_json_if
+    from evo.train.trainer import PARTS_DIR
+
+    source, out = Path(source), Path(out_dir)
+    summary = read_json_if(source / "summary.json")
+    grpo = recipe["grpo"]
+    if summary is None or (grpo.get("lr_schedule") or "constant") != "constant":
+        return None
+    held = int(summary.get("steps") or 0)
+    shorter = dict(recipe, grpo=dict(grpo, steps=held))
+    ckpt = find_checkpoint(source / "checkpoint")
+    if not 0 < held < int(grpo["steps"]) or summary.get("recipe_hash") != recipe_hash(shorter) or ckpt is None:
+        return None
+    state = read_state(ckpt)
+    if int(state.get("step", -1)) != held:
+        return None
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    (partial / "checkpoint").mkdir(parents=True)
+    (partial / EXTENDED_FROM).write_text(json.dumps({"run": str(source), "steps": held}) + "\n", encoding="utf-8")
+    for path in ckpt.iterdir():
+        if path.is_file() and path.name != STATE_JSON:
+            os.link(path, partial / "checkpoint" / path.name)
+    state.update(recipe_hash=recipe_hash(recipe), finished=False)
+    (partial / "checkpoint" / STATE_JSON).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    shutil.copy2(source / "metrics.jsonl", partial / "metrics.jsonl")
+    rollouts = pq.read_table(source / "rollouts.parquet")
+    (partial / PARTS_DIR).mkdir()
+    for step in range(held):
+        pq.write_table(rollouts.filter(pc.equal(rollouts["step"], step)), partial / PARTS_DIR / f"step-{step:06d}.parquet")
+    shutil.rmtree(out, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(partial, out)
+    return held

@@ -113,6 +113,51 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, monkeypatch):
     assert straight.summary["tokens_generated"] == resumed.summary["tokens_generated"]
 
 
+def _tree_digest(folder):
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_finished_run_extended_to_more_steps_is_the_run_trained_that_long(tmp_path):
+    from evo.train.run import EXTENDED_FROM, extend_run
+
+    long = small_recipe(**{"grpo.steps": 5, "grpo.num_iterations": 2, "grpo.kl_coef": 0.05, "grpo.warmup_steps": 2})
+    short = small_recipe(**{"grpo.steps": 3, "grpo.num_iterations": 2, "grpo.kl_coef": 0.05, "grpo.warmup_steps": 2})
+    straight = train_recipe(long, tmp_path / "straight", progress=False)
+    first = train_recipe(short, tmp_path / "short", progress=False)
+    before = _tree_digest(first.out_dir)
+
+    assert extend_run(first.out_dir, tmp_path / "extended", long) == 3
+    extended = train_recipe(long, tmp_path / "extended", progress=False)
+    assert extended.summary["resumed_from_step"] == 3 and extended.summary["steps"] == 5
+    a, b = _weights(straight.checkpoint_dir), _weights(extended.checkpoint_dir)
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-6, rtol=0), key
+    drop = ["kl", "entropy", "clip_frac_low", "clip_frac_high"]
+    ra = pq.read_table(straight.out_dir / "rollouts.parquet").drop(drop)
+    rb = pq.read_table(extended.out_dir / "rollouts.parquet").drop(drop)
+    assert ra.equals(rb)  # every step's trajectories, the three it was given and the two it trained
+    assert [m["step"] for m in map(json.loads, (extended.out_dir / "metrics.jsonl").read_text().splitlines())] == list(range(5))
+    assert straight.summary["tokens_generated"] == extended.summary["tokens_generated"]
+    assert json.loads((extended.out_dir / EXTENDED_FROM).read_text())["steps"] == 3
+    assert _tree_digest(first.out_dir) == before  # the shorter run is evidence too: never written
+
+
+def test_a_run_is_not_extended_when_its_schedule_or_recipe_differs(tmp_path):
+    from evo.train.run import extend_run
+
+    cosine = {"grpo.lr_schedule": "cosine"}
+    short = train_recipe(small_recipe(**{"grpo.steps": 2, **cosine}), tmp_path / "short", progress=False)
+    # the first two rates of a 4-step cosine run are not those of a 2-step one
+    assert extend_run(short.out_dir, tmp_path / "a", small_recipe(**{"grpo.steps": 4, **cosine})) is None
+    other = small_recipe(**{"grpo.steps": 4, "grpo.learning_rate": 0.001})
+    assert extend_run(short.out_dir, tmp_path / "b", other) is None
+    assert extend_run(short.out_dir, tmp_path / "c", small_recipe(**{"grpo.steps": 2, **cosine})) is None  # not longer
+    assert not any((tmp_path / n).exists() for n in "abc")
+
+
 def test_all_filtered_batch_changes_no_parameter(tiny_model_dir):
     policy = load_policy(str(tiny_model_dir))
     from evo.recipe_spec import RecipeSpec
