@@ -96,7 +96,7 @@ def main() -> None:
         seed = int(recipe["seed"]) + 100
         against = (judged.get("attributed") or {}).get("against")
         if against == "control":
-            steps = R.control_steps(parent_recipe, recipe, (rec.last("created")["intervention"] or {}).get("factor"))
+            steps = R.control_steps(parent_recipe, recipe, rec.last("created")["intervention"] or {})
             redo = train(R.control_recipe(parent_recipe, steps, seed), extra / f"{rec.name}-control-seed{seed}", init, offset)
             again = compare_runs(artifact_dir(ws, settings, rec.name), redo, B=B, noise=noise)
         else:  # continue-training (or a bootstrap): its counterfactual is the parent; train the version again

@@ -45,7 +45,7 @@ def dry_run(ws, head: str, human: dict | None = None) -> StepReport:
         recipe = parse_recipe((Path(ws.lineage.worktree_path(version)) / "recipe.yaml").read_text())
         control = ws.config.search.control == "continue" and kind == "policy"
         plan = Plan(kind, recipe, R.version_seeds(recipe, manifests[-1], ws.config.search.train_seeds), control=control,
-                    control_steps=R.control_steps(parent_recipe, recipe, manifests[-1].get("factor")))
+                    control_steps=R.control_steps(parent_recipe, recipe, manifests[-1]))
         cost = training.estimate(ws, plan, head, parent_recipe)
         report.estimate = cost.as_dict()
         if gating.needs_approval(cost, ws.config.gate):

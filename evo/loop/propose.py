@@ -155,14 +155,20 @@ def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, reco
                         usage: dict) -> dict:
     """The agent proposes nothing: stop only on a measured plateau, else measure one.
 
-    A plateau is measured when continuing the parent's own recipe (its
-    control, or a continue-training child) was judged against it and gained no
-    more than the noise floor, with the training reward flat within its noise
-    (slope t below 2). Until then the loop proposes the continuation itself:
-    first once, then, while the last one is inconclusive but promising (its
-    gain above the floor, or the reward still rising, yet its interval spans
-    0), again under one more seed, so the verdict tightens instead of the loop
-    stopping on a coin flip.
+    What continuing the parent's own recipe gave (its control, or a
+    continue-training child) decides. A plateau is measured when its interval
+    lies below one seed's noise floor (`ci_high` <= the floor a single seed
+    gives: an equivalence test, so a wide interval around a small gain is not
+    read as "no gain") and the training reward is flat within its noise (slope
+    t below 2). Until then the loop measures again, with more power:
+
+    - the gain is positive or the reward still rising: the same recipe for twice
+      as many steps (the longer control starts from the shorter one where the
+      schedule allows, `evo.train.run.extend_run`, so those steps are the ones a
+      kept continuation keeps), up to as many steps as the policy has behind it;
+    - otherwise: the same continuation under one more seed (the pooled runs
+      narrow the interval), up to the schema's seed limit, where the loop stops
+      and says the plateau was not established.
     """
     measured = V.continuations(records, parent)
     slope_t = (diagnosis.get("metrics") or {}).get("signal/reward_slope_t")
@@ -171,45 +177,62 @@ def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, reco
              f"; training reward slope t = {slope_t:.1f} ({'still rising' if rising else 'flat within its noise' if abs(slope_t) < 2 else 'falling'})")
     steps = int(parent_recipe["grpo"]["steps"])
     if not measured:
-        return _continue(parent, steps, 1, usage, slope_t,
+        return _continue(parent, steps, steps, 1, usage, slope_t,
                          "No lever's trigger fires and no continuation of this version has been measured: "
                          f"train its recipe further to measure whether the policy is still learning{curve}.")
     last = measured[-1]
+    seeds, length = int(last.get("seeds") or 1), int(last.get("steps") or steps)
+    margin = (last.get("noise_floor") or 0.0) * seeds ** 0.5  # the floor of one seed against the fixed parent
     floor = f", noise floor ±{last['noise_floor']:.4f}" if last.get("noise_floor") else ""
-    text = (f"continuing {parent}'s recipe ({last['via']}, {last.get('seeds') or 1} seed(s)) gave Δ {last['delta']:+.4f} "
+    text = (f"continuing {parent}'s recipe for {length} steps ({last['via']}, {seeds} seed(s)) gave Δ {last['delta']:+.4f} "
             f"[{last['ci_low']:+.4f}, {last['ci_high']:+.4f}]{floor}: {last['outcome']}{curve}")
-    above_floor = last.get("noise_floor") is not None and last["delta"] is not None and last["delta"] > last["noise_floor"]
-    seeds = int(last.get("seeds") or 1) + 1
-    if last["outcome"] != "improvement" and (above_floor or rising) and seeds <= MAX_MEASURE_SEEDS:
-        return _continue(parent, steps, seeds, usage, slope_t,
-                         f"Inconclusive, not a plateau: {text}. Measure the same continuation again under {seeds} "
-                         "seeds; the pooled runs narrow the interval.")
-    if last["outcome"] == "improvement" and str(last["via"]).startswith("control "):
-        # A control that beat its parent is a gain more training alone gives: keep it as a version (its run is
-        # reused, nothing is trained again) rather than stop with it on the table.
-        return _continue(parent, steps, int(last.get("seeds") or 1), usage, slope_t,
-                         f"Still learning: {text}. Keep that continuation as a version.")
-    reason = ("plateau measured: " + text if last["outcome"] != "improvement" else
-              f"the last continuation improved ({text}; kept as {last['via']}) and no further intervention applies")
-    return {"status": "nothing", "reason": reason,
-            "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t}}
+    if last["outcome"] == "improvement":
+        if str(last["via"]).startswith("control "):
+            # A control that beat its parent is a gain more training alone gives: keep it as a version (its run is
+            # reused, nothing is trained again) rather than stop with it on the table.
+            return _continue(parent, steps, length, seeds, usage, slope_t,
+                             f"Still learning: {text}. Keep that continuation as a version.")
+        return {"status": "nothing", "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t},
+                "reason": f"the last continuation improved ({text}; kept as {last['via']}) and no further intervention applies"}
+    settled = last["ci_high"] is not None and last["ci_high"] <= margin
+    if settled and not rising:
+        return {"status": "nothing", "reason": f"plateau measured: {text}; the interval lies below one seed's floor "
+                                               f"(±{margin:.4f})",
+                "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t, "margin": margin}}
+    wide = f"the interval still allows a gain above one seed's floor (±{margin:.4f})" if not settled else "the reward still rises"
+    behind = max(V.schedule_end(records, parent), steps)
+    if (rising or (last["delta"] or 0) > 0) and 2 * length <= behind:
+        return _continue(parent, steps, 2 * length, 1, usage, slope_t,
+                         f"Inconclusive, not a plateau: {text}; {wide}. The gain points up: measure the same recipe "
+                         f"for {2 * length} steps, where a policy still learning gains more.")
+    if seeds + 1 <= MAX_MEASURE_SEEDS:
+        return _continue(parent, steps, length, seeds + 1, usage, slope_t,
+                         f"Inconclusive, not a plateau: {text}; {wide}. Measure the same continuation again under "
+                         f"{seeds + 1} seeds; the pooled runs narrow the interval.")
+    return {"status": "nothing", "reason": f"measuring limit reached, plateau not established: {text}; {wide}, "
+                                           f"after {seeds} seeds",
+            "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t, "margin": margin}}
 
 
-def _continue(parent: str, steps: int, seeds: int, usage: dict, slope_t, hypothesis: str) -> dict:
-    """The loop's own continue-training proposal: `parent`'s recipe for `steps` more steps under `seeds` seeds."""
+def _continue(parent: str, steps: int, length: int, seeds: int, usage: dict, slope_t, hypothesis: str) -> dict:
+    """The loop's own continue-training proposal: `parent`'s recipe (of `steps` steps a version) for `length`
+    more steps under `seeds` seeds."""
     from evo.agent.manifest import normalize_manifest
 
     manifest = {
         "kind": "continue", "factor": "continue",
-        "change": f"continue {parent}'s recipe for {steps} more steps" + (f" under {seeds} seeds" if seeds > 1 else ""),
+        "change": f"continue {parent}'s recipe for {length} more steps" + (f" under {seeds} seeds" if seeds > 1 else ""),
         "hypothesis": hypothesis,
         "evidence": {"findings": [], "metrics": {} if slope_t is None else {"signal/reward_slope_t": slope_t}},
         "predicted_effect": "score/avg_at_k rises beyond the noise floor while the policy is still learning; "
                             "otherwise the plateau is measured and the loop stops",
-        "expected_cost": f"{steps} training steps of the parent's recipe per seed not yet trained", "skill": None,
+        "expected_cost": f"{length} training steps of the parent's recipe per seed not yet trained "
+                         "(less the steps of a shorter continuation it extends)", "skill": None,
     }
     if seeds > 1:
         manifest["seeds"] = seeds
+    if length != steps:
+        manifest["steps"] = length
     return {"status": "proposed", "manifests": [normalize_manifest(manifest, source="loop manifest")],
             "usage": usage, "agent": "loop", "violation": None}
 

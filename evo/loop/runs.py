@@ -92,16 +92,20 @@ def control_dir(root: Path, settings: dict, parent: str, key: str) -> Path:
     return artifact_root(root, settings) / CONTROLS / parent / key
 
 
-def control_steps(parent_recipe: dict, candidate_recipe: dict, factor: str | None) -> int:
+def control_steps(parent_recipe: dict, candidate_recipe: dict, manifest: dict) -> int:
     """The control's step schedule: the candidate's, unless the step count is the intervention itself.
 
     A control holds everything but the intervention fixed. When a candidate
     changes `grpo.steps`, its counterfactual is the parent's recipe under the
     parent's own schedule; otherwise a steps change would be judged against
     itself (the same recipe, the same steps) and always look like nothing.
+    A continuation runs the parent's recipe for its manifest's `steps` (default
+    the recipe's own): measured again, it may go longer.
     """
-    if factor == "grpo.steps":
+    if manifest.get("factor") == "grpo.steps":
         return int(parent_recipe["grpo"]["steps"])
+    if manifest.get("kind") == "continue" and manifest.get("steps"):
+        return int(manifest["steps"])
     return int(candidate_recipe["grpo"]["steps"])
 
 
@@ -110,6 +114,29 @@ def control_recipe(parent_recipe: dict, steps: int, seed: int) -> dict:
     out = with_seed(parent_recipe, seed)
     out["grpo"] = dict(out["grpo"], steps=int(steps))
     return out
+
+
+def extension_base(records: dict, parent: str, parent_recipe: dict, steps: int, seed: int) -> tuple[str, int, str] | None:
+    """(key, steps, trained_by) of `parent`'s longest finished control under `seed` shorter than `steps`, which a
+    `steps`-step control can start from (`evo.train.run.extend_run`), or None. `trained_by`: the version whose
+    recipe trained it (the parent, or for a shared control the ancestor whose run it is).
+
+    Only under a constant-rate schedule (the first steps of a longer run are the
+    shorter run's) and without a workspace rubric (a run's copy of it lives in its
+    own folder, so its recipe differs by that path). `extend_run` checks the
+    recipe itself; this decides what the cost estimate counts.
+    """
+    judge = (parent_recipe.get("reward") or {}).get("model_judge")
+    if (parent_recipe["grpo"].get("lr_schedule") or "constant") != "constant" or (
+            judge and not Path(judge["rubric"]).expanduser().is_absolute()):
+        return None
+    shorter = sorted((int(ev["steps"]), key, ev) for key, ev in control_events(records.get(parent)).items()
+                     if int(ev.get("seed", -1)) == int(seed) and int(ev["steps"]) < int(steps))
+    if not shorter:
+        return None
+    held, key, ev = shorter[-1]
+    trained_by = Path(ev["shared_from"]).parts[1] if ev.get("shared_from") else parent  # CONTROLS/<version>/<key>
+    return key, held, trained_by
 
 
 def control_events(rec) -> dict[str, dict]:

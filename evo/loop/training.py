@@ -20,20 +20,26 @@ from evo.loop import versions as V
 from evo.loop.journal import Journal, fault_point
 from evo.loop.runs import Plan
 from evo.settings import artifact_dir, artifact_root
+from evo.train.records import read_json_if
+from evo.train.run import EXTENDED_FROM
 from evo.vocabulary import event_id
 
 
 def estimate(ws, plan: Plan, parent: str | None, parent_recipe: dict | None) -> gating.CostEstimate:
     """Every run this step trains: the version under each seed, the missing control runs (less those an
-    ancestor's control already trained), calibration."""
+    ancestor's control already trained, and the steps of a shorter one they extend), calibration."""
     runs = []
     if plan.trains:
         runs += [plan.recipe] * (len(plan.seeds) + len(plan.calibration))
     if plan.control or plan.kind == "continue":
-        have = R.control_events(ws.lineage.read_all().get(parent))
-        keys = {s: R.control_key(plan.control_steps, s) for s in plan.seeds}
-        runs += [R.control_recipe(parent_recipe, plan.control_steps, s) for s, key in keys.items()
-                 if key not in have and shared_control(ws, parent, parent_recipe, key, verify=False) is None]
+        records = ws.lineage.read_all()
+        have = R.control_events(records.get(parent))
+        for seed in plan.seeds:
+            key = R.control_key(plan.control_steps, seed)
+            if key in have or shared_control(ws, parent, parent_recipe, key, verify=False) is not None:
+                continue
+            base = R.extension_base(records, parent, parent_recipe, plan.control_steps, seed)
+            runs.append(R.control_recipe(parent_recipe, plan.control_steps - (base[1] if base else 0), seed))
     return gating.estimate_runs(runs, ws.config.gate, eval_recipe=plan.recipe if not plan.trains else None)
 
 
@@ -55,17 +61,25 @@ def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
     return True
 
 
-def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *, files_of: str | None = None) -> dict:
+def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *, files_of: str | None = None,
+          extend: tuple[Path, dict] | None = None) -> dict:
     """One training run, on `run.nproc` data-parallel processes when evo.yaml says so (resumable either way).
 
     From a parent's checkpoint the run continues the parent's prompt schedule
     (`V.schedule_end`): more steps see new prompts, as a longer run would.
     Workspace files the recipe names (a model judge's rubric) are read from the
     version `files_of` (default `version`): the one whose recipe this is.
+    `extend`: (a finished shorter run, the recipe that trained it) to start
+    from when `out` holds nothing yet (`evo.train.run.extend_run`).
     """
     from evo.train.launch import run_training
+    from evo.train.run import extend_run
 
     recipe = _with_version_files(ws, recipe, out, files_of or version)
+    if extend is not None and not (out / "checkpoint").exists() and not (out / "summary.json").exists():
+        held = extend_run(extend[0], out, recipe, extend[1])
+        if held:
+            ws.say(f"  starting from {extend[0].name}, the same run {held} steps in")
     offset = V.schedule_end(ws.lineage.read_all(), parent) if parent else 0
     res = run_training(recipe, out, init_checkpoint=init, version=version, progress=ws.progress,
                        nproc=ws.config.run.nproc, launcher=ws.config.run.launcher, step_offset=offset)
@@ -119,8 +133,13 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
             summary = json.loads((out / "summary.json").read_text())
         else:
             ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
-            summary = train(ws, recipe, out, init, f"{parent}~{key}", parent, files_of=parent)
+            summary = train(ws, recipe, out, init, f"{parent}~{key}", parent, files_of=parent,
+                            extend=_extension(ws, parent, parent_recipe, steps, seed))
         fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
+        extended = None if shared else read_json_if(out / EXTENDED_FROM)
+        held = int(extended["steps"]) if extended else 0
+        if extended:
+            extended["run"] = str(Path(extended["run"]).relative_to(artifact_root(ws.root, ws.settings)))
         ws.diagnose(parent, parent_recipe, out_dir=out, run_dir=out)
         runs = [R.control_dir(ws.root, ws.settings, parent, R.control_key(steps, s))
                 for s in plan.seeds if s <= seed]
@@ -133,14 +152,33 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
             "steps": steps, "seed": seed, "for": version, "run": str(out.relative_to(artifact_root(ws.root, ws.settings))),
             "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"],
             "per_stratum": ev.get("per_stratum", {}), "continuation": continuation,
-            # what this event trained: nothing when it reuses an ancestor's control run
-            "estimate": {} if shared else gating.estimate(recipe, ws.config.gate).as_dict(),
-            "grpo_steps": 0 if shared else steps,
+            # what this event trained: nothing when it reuses an ancestor's control run, the extra steps of one
+            # it extended
+            "estimate": {} if shared else gating.estimate(R.control_recipe(parent_recipe, steps - held, seed),
+                                                          ws.config.gate).as_dict(),
+            "grpo_steps": 0 if shared else steps - held,
             "shared_from": (shared[1].get("shared_from") or shared[1]["run"]) if shared else None,  # who trained it
+            "extended_from": extended.get("run") if extended else None,
             "metrics": summary.get("final", {}),
         })
         (reused if shared else trained).append(key)
     return {"reused": reused, "trained": trained}
+
+
+def _extension(ws, parent: str, parent_recipe: dict, steps: int, seed: int) -> tuple[Path, dict] | None:
+    """(the parent's shorter control run under `seed`, the recipe that trained it) a `steps`-step control starts
+    from, or None. A run whose recorded sha256s changed is never extended."""
+    records = ws.lineage.read_all()
+    base = R.extension_base(records, parent, parent_recipe, steps, seed)
+    if base is None:
+        return None
+    key, held, trained_by = base
+    folder = R.control_dir(ws.root, ws.settings, parent, key)
+    changed = R.verify_runs(ws.root, ws.settings, records, [folder], names=None)
+    if changed or not R.is_finished(folder):
+        ws.say(f"control: not extending {key}: {changed[0] if changed else 'unfinished'}")
+        return None
+    return folder, R.control_recipe(V.recipe_of(ws.lineage, trained_by), held, seed)  # no rubric: extension_base
 
 
 def shared_control(ws, parent: str, parent_recipe: dict, key: str, *, verify: bool = True) -> tuple[str, dict] | None:

@@ -116,8 +116,9 @@ def continuations(records: dict, name: str) -> list[dict]:
         if list(rec.parents)[:1] and rec.parents[0] in sharing and judged \
                 and intervention_kind(created) == "continue":
             figure = judged.get("progress") or judged
-            out.append({"via": rec.name, "steps": None, "seeds": int(judged.get("seeds") or 1), "time": judged["time"],
-                        **_figure_fields(figure)})
+            schedule = (rec.last("trained") or {}).get("schedule") or {}
+            out.append({"via": rec.name, "steps": schedule.get("steps") or (created.get("intervention") or {}).get("steps"),
+                        "seeds": int(judged.get("seeds") or 1), "time": judged["time"], **_figure_fields(figure)})
     return sorted(out, key=lambda c: c["time"])
 
 

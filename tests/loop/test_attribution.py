@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pyarrow.parquet as pq
 import pytest
 from loop_support import copy_workspace, evo, evo_json, init_workspace, patch_settings
 
@@ -180,6 +181,34 @@ def test_an_agent_that_changes_a_control_run_to_be_shared_is_rejected(noop_ws, t
     reason = next(e for e in evo_json("show", "-C", root, "v4")["events"] if e["event"] == "rejected")["reason"]
     assert "controls/v0/steps10-seed0/checkpoint/model.safetensors" in reason, reason
     assert not (root / ".evo/artifacts/controls/v3").exists(), "nothing cloned or trained for a rejected candidate"
+
+
+# A command agent that proposes continuing the parent's recipe for twice its steps.
+LONGER_AGENT = """
+import json, pathlib
+pathlib.Path(".evo").mkdir(exist_ok=True)
+pathlib.Path(".evo/manifest.json").write_text(json.dumps({
+    "kind": "continue", "factor": "continue", "change": "continue for 20 more steps", "steps": 20,
+    "hypothesis": "still learning", "evidence": {"findings": [], "metrics": {}},
+    "predicted_effect": "a larger gain", "expected_cost": "10 more steps"}))
+"""
+
+
+def test_a_longer_continuation_extends_the_parents_shorter_control(noop_ws, tmp_path):
+    """v0's 10-step control is the first 10 steps of its 20-step continuation: those are not trained again."""
+    root = copy_workspace(noop_ws, tmp_path / "ws")
+    spent_before = _spent_steps(root)
+    _agent(root, tmp_path, "longer", LONGER_AGENT)
+    out = evo("step", "-C", root).stdout
+    assert "the same run 10 steps in" in out, out
+    control = next(e for e in evo_json("show", "-C", root, "v0")["events"]
+                   if e["event"] == "control" and e["key"] == "steps20-seed0")
+    assert control["extended_from"] == "controls/v0/steps10-seed0" and control["grpo_steps"] == 10
+    assert _spent_steps(root) == spent_before + 10
+    assert _trained(root, "v3")["schedule"] == {"offset": 10, "steps": 20}
+    rows = pq.read_table(root / ".evo/artifacts/v3/rollouts.parquet").column("step").to_pylist()
+    assert sorted(set(rows)) == list(range(20))  # the version's evidence covers all 20 steps
+    evo("fsck", "-C", root)  # the extended run is hashed like any control
 
 
 def _harness_revision_of_v0(noop_ws, tmp_path):

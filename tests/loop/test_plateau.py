@@ -1,8 +1,9 @@
-"""When the loop stops: only on a measured plateau (gain within the noise floor, reward curve flat).
+"""When the loop stops: only on a measured plateau (the continuation's interval below one seed's noise floor,
+the reward curve flat).
 
-An inconclusive continuation (its gain above the floor, or the reward still
-rising, but its interval spanning 0) is measured again under one more seed
-rather than read as a plateau; a control that beat its parent is kept.
+An inconclusive continuation is measured again with more power rather than
+read as a plateau: for twice the steps when its gain points up (or the reward
+still rises), else under one more seed; a control that beat its parent is kept.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from evo.loop import propose
 RECIPE = {"grpo": {"steps": 10}}
 
 
-def _measured(monkeypatch, **figure):
-    last = {"via": "v2", "steps": None, "seeds": 1, "outcome": "insufficient", "delta": 0.058, "ci_low": -0.001,
+def _measured(monkeypatch, behind=80, **figure):
+    last = {"via": "v2", "steps": 10, "seeds": 1, "outcome": "insufficient", "delta": 0.058, "ci_low": -0.001,
             "ci_high": 0.117, "noise_floor": 0.043, "value": 0.6, "time": "2026-12-01T00:00:00Z", **figure}
     monkeypatch.setattr(propose.V, "continuations", lambda records, name: [last])
+    monkeypatch.setattr(propose.V, "schedule_end", lambda records, name: behind)
 
 
 def _decide(slope_t=None):
@@ -25,35 +27,68 @@ def _decide(slope_t=None):
     return propose._plateau_or_measure(None, "v4", "v3", RECIPE, {}, diagnosis, {})
 
 
-def test_an_inconclusive_gain_above_the_floor_is_measured_again_under_one_more_seed(monkeypatch):
-    _measured(monkeypatch)
-    out = _decide(slope_t=0.5)
-    assert out["status"] == "proposed"
+def _manifest(out):
+    assert out["status"] == "proposed", out
     manifest = out["manifests"][0]
-    assert manifest["kind"] == "continue" and manifest["seeds"] == 2 and "Inconclusive" in manifest["hypothesis"]
-    _measured(monkeypatch, seeds=3)
-    assert _decide()["manifests"][0]["seeds"] == 4
+    assert manifest["kind"] == "continue" and "Inconclusive" in manifest["hypothesis"]
+    return manifest
 
 
-def test_a_gain_within_the_floor_on_a_flat_curve_is_a_plateau(monkeypatch):
-    _measured(monkeypatch, delta=0.01, ci_low=-0.03, ci_high=0.05)
+def test_an_inconclusive_gain_that_points_up_is_measured_again_for_twice_the_steps(monkeypatch):
+    _measured(monkeypatch)
+    manifest = _manifest(_decide(slope_t=0.5))
+    assert manifest["steps"] == 20 and "seeds" not in manifest and "for 20 more steps" in manifest["change"]
+    _measured(monkeypatch, steps=20, delta=0.01, ci_low=-0.05, ci_high=0.07)
+    assert _manifest(_decide())["steps"] == 40
+
+
+def test_a_continuation_goes_no_longer_than_the_policy_has_trained_then_adds_seeds(monkeypatch):
+    _measured(monkeypatch, behind=10)
+    manifest = _manifest(_decide())
+    assert manifest["seeds"] == 2 and "steps" not in manifest
+    _measured(monkeypatch, behind=40, steps=40, seeds=3)
+    assert _manifest(_decide())["seeds"] == 4
+
+
+def test_a_gain_that_does_not_point_up_is_measured_under_one_more_seed(monkeypatch):
+    _measured(monkeypatch, delta=-0.004, ci_low=-0.063, ci_high=0.055)
+    manifest = _manifest(_decide(slope_t=0.3))
+    assert manifest["seeds"] == 2 and "steps" not in manifest
+
+
+def test_a_wide_interval_around_a_small_gain_is_not_a_plateau(monkeypatch):
+    # The old rule stopped here (gain within the floor, flat curve); the interval still allows +0.087
+    _measured(monkeypatch, delta=0.029, ci_low=-0.031, ci_high=0.087, noise_floor=0.058)
+    assert _decide(slope_t=0.4)["status"] == "proposed"
+
+
+def test_an_interval_below_one_seeds_floor_on_a_flat_curve_is_a_plateau(monkeypatch):
+    # two seeds: the recorded floor is one seed's / sqrt(2), so one seed's is 0.043 * 1.414 = 0.061
+    _measured(monkeypatch, seeds=2, delta=0.01, ci_low=-0.03, ci_high=0.05)
     out = _decide(slope_t=0.4)
-    assert out["status"] == "nothing" and out["reason"].startswith("plateau measured")
+    assert out["status"] == "nothing" and out["reason"].startswith("plateau measured"), out
     assert "noise floor ±0.0430" in out["reason"] and "flat within its noise" in out["reason"]
+    assert out["plateau"]["margin"] == pytest.approx(0.043 * 2 ** 0.5)
+    _measured(monkeypatch, seeds=1, delta=0.01, ci_low=-0.03, ci_high=0.05)  # one seed: 0.05 > 0.043
+    assert _decide(slope_t=0.4)["status"] == "proposed"
 
 
 @pytest.mark.parametrize("slope_t, status", [(3.1, "proposed"), (-2.5, "nothing")])
-def test_a_reward_still_rising_is_not_a_plateau_even_within_the_floor(monkeypatch, slope_t, status):
-    _measured(monkeypatch, delta=0.01, ci_low=-0.03, ci_high=0.05)
+def test_a_reward_still_rising_is_not_a_plateau_even_below_the_floor(monkeypatch, slope_t, status):
+    _measured(monkeypatch, seeds=2, delta=0.01, ci_low=-0.03, ci_high=0.05)
     assert _decide(slope_t=slope_t)["status"] == status
 
 
-def test_measuring_again_stops_at_the_seed_limit(monkeypatch):
-    _measured(monkeypatch, seeds=propose.MAX_MEASURE_SEEDS)
-    assert _decide()["status"] == "nothing"
-
-
-def test_a_control_that_beat_its_parent_is_kept_as_a_version(monkeypatch):
-    _measured(monkeypatch, via="control steps10-seed0 of v3", outcome="improvement", delta=0.09, ci_low=0.04)
+def test_measuring_again_stops_at_the_seed_limit_and_says_the_plateau_was_not_established(monkeypatch):
+    _measured(monkeypatch, behind=10, seeds=propose.MAX_MEASURE_SEEDS, noise_floor=0.01)  # one seed: 0.04
     out = _decide()
-    assert out["status"] == "proposed" and "seeds" not in out["manifests"][0]
+    assert out["status"] == "nothing" and out["reason"].startswith("measuring limit reached, plateau not established")
+
+
+def test_a_control_that_beat_its_parent_is_kept_as_a_version_of_its_length(monkeypatch):
+    _measured(monkeypatch, via="control steps20-seed0 of v3", steps=20, outcome="improvement", delta=0.09,
+              ci_low=0.04)
+    out = _decide()
+    assert out["status"] == "proposed"
+    manifest = out["manifests"][0]
+    assert "seeds" not in manifest and manifest["steps"] == 20 and "Keep that continuation" in manifest["hypothesis"]
