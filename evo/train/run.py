@@ -179,7 +179,7 @@ def clear_run(out_dir) -> None:
 EXTENDED_FROM = "extended_from.json"  # in a run folder extend_run prepared: {run, steps}
 
 
-def extend_run(source, out_dir, recipe: dict) -> int | None:
+def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None) -> int | None:
     """Make `out_dir` the finished run in `source`, ready to resume as the longer run `recipe`; its steps, or None.
 
     A run of S steps, resumed from its final checkpoint (weights, optimizer,
@@ -188,9 +188,11 @@ def extend_run(source, out_dir, recipe: dict) -> int | None:
     learning rate does not depend on T (a constant schedule, warmup or not;
     linear and cosine decay over T, so their first S steps differ). Then the
     T-step run costs T - S steps. Returns None, leaving `out_dir` alone, when
-    `source` is not such a run: unfinished, not shorter, another recipe (the
-    recipe hash covers every field but `grpo.steps`, and a file path such as a
-    copied rubric counts as a field), or a T-dependent schedule.
+    `source` is not such a run: unfinished, not shorter, another recipe, or a
+    T-dependent schedule. `source_recipe` (default `recipe` under the source's
+    steps) is what trained `source`, checked against its recipe hash; it may
+    differ from `recipe` in `eval` alone, which no training step reads (a file
+    path such as a copied rubric counts as a difference).
 
     `source` is never written: the checkpoint is hard-linked (a save replaces
     the folder by rename), the files a resumed run rewrites in place are copied,
@@ -212,9 +214,14 @@ def extend_run(source, out_dir, recipe: dict) -> int | None:
     if summary is None or (grpo.get("lr_schedule") or "constant") != "constant":
         return None
     held = int(summary.get("steps") or 0)
-    shorter = dict(recipe, grpo=dict(grpo, steps=held))
+    source_recipe = source_recipe or dict(recipe, grpo=dict(grpo, steps=held))
+
+    def training(r):  # what a training step reads: all but eval, under any step count
+        return {**{k: v for k, v in r.items() if k != "eval"}, "grpo": dict(r["grpo"], steps=None)}
+
     ckpt = find_checkpoint(source / "checkpoint")
-    if not 0 < held < int(grpo["steps"]) or summary.get("recipe_hash") != recipe_hash(shorter) or ckpt is None:
+    if not 0 < held < int(grpo["steps"]) or int(source_recipe["grpo"]["steps"]) != held or ckpt is None \
+            or summary.get("recipe_hash") != recipe_hash(source_recipe) or training(source_recipe) != training(recipe):
         return None
     state = read_state(ckpt)
     if int(state.get("step", -1)) != held:
