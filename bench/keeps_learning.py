@@ -39,19 +39,6 @@ def evo(*args) -> str:
     return proc.stdout
 
 
-def path_steps(lineage, records, head: str) -> int:
-    """GRPO steps behind the head's policy: every trained or continued version on its first-parent path."""
-    from evo.loop import versions as V
-
-    total, name = 0, head
-    while name in records:
-        rec = records[name]
-        if rec.last("trained") is not None:  # a continuation counts its control's steps: they made this policy
-            total += int(V.recipe_of(lineage, name)["grpo"]["steps"])
-        name = (rec.parents or [None])[0]
-    return total
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=6, help="evo run --steps")
@@ -81,7 +68,7 @@ def main() -> None:
     head = V.promoted_head(records)
     v0 = V.recipe_of(lineage, "v0")
     total = gating.spent(records)["grpo_steps"]
-    on_path = path_steps(lineage, records, head)
+    on_path = V.schedule_end(records, head)  # the steps behind the head's policy, each continuation's own length
 
     def static(steps: int) -> dict:
         out = extra / f"steps{steps}"

@@ -116,29 +116,6 @@ def control_recipe(parent_recipe: dict, steps: int, seed: int) -> dict:
     return out
 
 
-def extension_base(records: dict, parent: str, parent_recipe: dict, steps: int, seed: int) -> tuple[str, int, str] | None:
-    """(key, steps, trained_by) of `parent`'s longest finished control under `seed` shorter than `steps`, which a
-    `steps`-step control can start from (`evo.train.run.extend_run`), or None. `trained_by`: the version whose
-    recipe trained it (the parent, or for a shared control the ancestor whose run it is).
-
-    Only under a constant-rate schedule (the first steps of a longer run are the
-    shorter run's) and without a workspace rubric (a run's copy of it lives in its
-    own folder, so its recipe differs by that path). `extend_run` checks the
-    recipe itself; this decides what the cost estimate counts.
-    """
-    judge = (parent_recipe.get("reward") or {}).get("model_judge")
-    if (parent_recipe["grpo"].get("lr_schedule") or "constant") != "constant" or (
-            judge and not Path(judge["rubric"]).expanduser().is_absolute()):
-        return None
-    shorter = sorted((int(ev["steps"]), key, ev) for key, ev in control_events(records.get(parent)).items()
-                     if int(ev.get("seed", -1)) == int(seed) and int(ev["steps"]) < int(steps))
-    if not shorter:
-        return None
-    held, key, ev = shorter[-1]
-    trained_by = Path(ev["shared_from"]).parts[1] if ev.get("shared_from") else parent  # CONTROLS/<version>/<key>
-    return key, held, trained_by
-
-
 def control_events(rec) -> dict[str, dict]:
     """key -> the `control` event recorded on `rec` (a parent's VersionRecord)."""
     return {ev["key"]: ev for ev in rec.events if ev["event"] == "control"} if rec is not None else {}

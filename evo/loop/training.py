@@ -38,8 +38,8 @@ def estimate(ws, plan: Plan, parent: str | None, parent_recipe: dict | None) -> 
             key = R.control_key(plan.control_steps, seed)
             if key in have or shared_control(ws, parent, parent_recipe, key, verify=False) is not None:
                 continue
-            base = R.extension_base(records, parent, parent_recipe, plan.control_steps, seed)
-            runs.append(R.control_recipe(parent_recipe, plan.control_steps - (base[1] if base else 0), seed))
+            base = extension(ws, parent, parent_recipe, plan.control_steps, seed, verify=False)
+            runs.append(R.control_recipe(parent_recipe, plan.control_steps - (base[2] if base else 0), seed))
     return gating.estimate_runs(runs, ws.config.gate, eval_recipe=plan.recipe if not plan.trains else None)
 
 
@@ -62,14 +62,14 @@ def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
 
 
 def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *, files_of: str | None = None,
-          extend: tuple[Path, dict] | None = None) -> dict:
+          extend: tuple[Path, dict, int] | None = None) -> dict:
     """One training run, on `run.nproc` data-parallel processes when evo.yaml says so (resumable either way).
 
     From a parent's checkpoint the run continues the parent's prompt schedule
     (`V.schedule_end`): more steps see new prompts, as a longer run would.
     Workspace files the recipe names (a model judge's rubric) are read from the
     version `files_of` (default `version`): the one whose recipe this is.
-    `extend`: (a finished shorter run, the recipe that trained it) to start
+    `extend`: (a finished shorter run, the recipe that trained it, its steps; `extension`) to start
     from when `out` holds nothing yet (`evo.train.run.extend_run`).
     """
     from evo.train.launch import run_training
@@ -134,7 +134,7 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
         else:
             ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
             summary = train(ws, recipe, out, init, f"{parent}~{key}", parent, files_of=parent,
-                            extend=_extension(ws, parent, parent_recipe, steps, seed))
+                            extend=extension(ws, parent, parent_recipe, steps, seed))
         fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
         extended = None if shared else read_json_if(out / EXTENDED_FROM)
         held = int(extended["steps"]) if extended else 0
@@ -165,20 +165,40 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
     return {"reused": reused, "trained": trained}
 
 
-def _extension(ws, parent: str, parent_recipe: dict, steps: int, seed: int) -> tuple[Path, dict] | None:
-    """(the parent's shorter control run under `seed`, the recipe that trained it) a `steps`-step control starts
-    from, or None. A run whose recorded sha256s changed is never extended."""
+def extension(ws, parent: str, parent_recipe: dict, steps: int, seed: int, *,
+              verify: bool = True) -> tuple[Path, dict, int] | None:
+    """(run folder, the recipe that trained it, its steps): the longest finished control under `seed`, shorter
+    than `steps`, that a `steps`-step control of `parent` starts from (`evo.train.run.extend_run`), or None.
+
+    The parent's own controls, and those of the ancestors whose policy a
+    harness-only revision shares (`V.policy_source`) where the recipe trains
+    alike: the same checkpoint, schedule offset and training, so their first
+    steps are this control's. Only under a constant-rate schedule (the first
+    steps of a longer run are the shorter run's) and without a workspace rubric
+    (a run's copy of it lives in its own folder). A run whose recorded sha256s
+    changed is never extended (`verify`; the cost estimate skips the hashing).
+    """
+    if (parent_recipe["grpo"].get("lr_schedule") or "constant") != "constant" or _workspace_rubric(parent_recipe):
+        return None
     records = ws.lineage.read_all()
-    base = R.extension_base(records, parent, parent_recipe, steps, seed)
-    if base is None:
+    found = []
+    for source in V.policy_source(records, parent):
+        source_recipe = parent_recipe if source == parent else V.recipe_of(ws.lineage, source)
+        if source != parent and not _trains_alike(ws, parent, parent_recipe, source, source_recipe):
+            continue
+        for ev in R.control_events(records.get(source)).values():
+            folder = artifact_root(ws.root, ws.settings) / ev["run"]
+            if int(ev.get("seed", -1)) == int(seed) and int(ev["steps"]) < int(steps) and R.is_finished(folder):
+                trained_by = Path(ev["shared_from"]).parts[1] if ev.get("shared_from") else source  # CONTROLS/<v>/<key>
+                found.append((int(ev["steps"]), folder, trained_by))
+    if not found:
         return None
-    key, held, trained_by = base
-    folder = R.control_dir(ws.root, ws.settings, parent, key)
-    changed = R.verify_runs(ws.root, ws.settings, records, [folder], names=None)
-    if changed or not R.is_finished(folder):
-        ws.say(f"control: not extending {key}: {changed[0] if changed else 'unfinished'}")
+    held, folder, trained_by = max(found, key=lambda f: f[0])
+    changed = R.verify_runs(ws.root, ws.settings, records, [folder], names=None) if verify else []
+    if changed:
+        ws.say(f"control: not extending {folder.name}, training it afresh: {changed[0]}")
         return None
-    return folder, R.control_recipe(V.recipe_of(ws.lineage, trained_by), held, seed)  # no rubric: extension_base
+    return folder, R.control_recipe(V.recipe_of(ws.lineage, trained_by), held, seed), held
 
 
 def shared_control(ws, parent: str, parent_recipe: dict, key: str, *, verify: bool = True) -> tuple[str, dict] | None:

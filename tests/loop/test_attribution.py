@@ -194,20 +194,29 @@ pathlib.Path(".evo/manifest.json").write_text(json.dumps({
 """
 
 
-def test_a_longer_continuation_extends_the_parents_shorter_control(noop_ws, tmp_path):
-    """v0's 10-step control is the first 10 steps of its 20-step continuation: those are not trained again."""
-    root = copy_workspace(noop_ws, tmp_path / "ws")
+@pytest.mark.parametrize("below_a_harness_revision", [False, True])
+def test_a_longer_continuation_extends_the_shorter_control(noop_ws, tmp_path, below_a_harness_revision):
+    """v0's 10-step control is the first 10 steps of a 20-step continuation of v0, or of a harness-only revision
+    of v0 (the same policy and training, another eval): those steps are not trained again."""
+    root = (_harness_revision_of_v0(noop_ws, tmp_path) if below_a_harness_revision
+            else copy_workspace(noop_ws, tmp_path / "ws"))
+    parent, version = ("v3", "v4") if below_a_harness_revision else ("v0", "v3")
     spent_before = _spent_steps(root)
     _agent(root, tmp_path, "longer", LONGER_AGENT)
     out = evo("step", "-C", root).stdout
     assert "the same run 10 steps in" in out, out
-    control = next(e for e in evo_json("show", "-C", root, "v0")["events"]
+    control = next(e for e in evo_json("show", "-C", root, parent)["events"]
                    if e["event"] == "control" and e["key"] == "steps20-seed0")
     assert control["extended_from"] == "controls/v0/steps10-seed0" and control["grpo_steps"] == 10
     assert _spent_steps(root) == spent_before + 10
-    assert _trained(root, "v3")["schedule"] == {"offset": 10, "steps": 20}
-    rows = pq.read_table(root / ".evo/artifacts/v3/rollouts.parquet").column("step").to_pylist()
+    assert _trained(root, version)["schedule"] == {"offset": 10, "steps": 20}
+    rows = pq.read_table(root / f".evo/artifacts/{version}/rollouts.parquet").column("step").to_pylist()
     assert sorted(set(rows)) == list(range(20))  # the version's evidence covers all 20 steps
+    from evo.lineage import Lineage
+    from evo.loop.versions import recipe_of
+
+    measured_k = json.loads((root / ".evo/artifacts" / control["run"] / "eval.json").read_text())["k"]
+    assert measured_k == recipe_of(Lineage.open(root), parent)["eval"]["k"] == (8 if parent == "v0" else measured_k)
     evo("fsck", "-C", root)  # the extended run is hashed like any control
 
 
