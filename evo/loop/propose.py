@@ -15,6 +15,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
+
 from evo.errors import AgentError
 from evo.loop import tamper
 from evo.loop import versions as V
@@ -22,7 +24,7 @@ from evo.loop.journal import fault_point
 from evo.loop.report import describe
 from evo.recipe import parse_recipe
 from evo.schemas import load_schema
-from evo.settings import artifact_dir
+from evo.settings import artifact_dir, artifact_root
 from evo.vocabulary import event_id
 
 
@@ -157,10 +159,12 @@ def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, reco
 
     What continuing the parent's own recipe gave (its control, or a
     continue-training child) decides. A plateau is measured when its interval
-    lies below one seed's noise floor (`ci_high` <= the floor a single seed
-    gives: an equivalence test, so a wide interval around a small gain is not
-    read as "no gain") and the training reward is flat within its noise (slope
-    t below 2). Until then the loop measures again, with more power:
+    lies below what one version's verdict can resolve (`ci_high` <= the
+    half-width a one-seed interval has: the task-sampling term and one seed's
+    noise floor; an equivalence test, so a wide interval around a small gain is
+    not read as "no gain") and the continuation's own training reward is flat
+    within its noise (slope t below 2; the parent's curve before any continuation
+    was measured). Until then the loop measures again, with more power:
 
     - the gain is positive or the reward still rising: the same recipe for twice
       as many steps (the longer control starts from the shorter one where the
@@ -171,7 +175,7 @@ def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, reco
       and says the plateau was not established.
     """
     measured = V.continuations(records, parent)
-    slope_t = (diagnosis.get("metrics") or {}).get("signal/reward_slope_t")
+    slope_t = _reward_slope_t(ws, measured[-1] if measured else None, diagnosis)
     rising = slope_t is not None and slope_t >= 2
     curve = ("" if slope_t is None else
              f"; training reward slope t = {slope_t:.1f} ({'still rising' if rising else 'flat within its noise' if abs(slope_t) < 2 else 'falling'})")
@@ -182,7 +186,10 @@ def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, reco
                          f"train its recipe further to measure whether the policy is still learning{curve}.")
     last = measured[-1]
     seeds, length = int(last.get("seeds") or 1), int(last.get("steps") or steps)
-    margin = (last.get("noise_floor") or 0.0) * seeds ** 0.5  # the floor of one seed against the fixed parent
+    # What one version's verdict resolves: one seed's floor against the fixed parent (the recorded floor is the
+    # pooled seeds'), with the task-sampling half-width of this evaluation, combined as the judge widens.
+    boot = (last["boot_ci_high"] - last["delta"]) if last.get("boot_ci_high") is not None else 0.0
+    margin = float(np.hypot((last.get("noise_floor") or 0.0) * seeds ** 0.5, boot))
     floor = f", noise floor ±{last['noise_floor']:.4f}" if last.get("noise_floor") else ""
     text = (f"continuing {parent}'s recipe for {length} steps ({last['via']}, {seeds} seed(s)) gave Δ {last['delta']:+.4f} "
             f"[{last['ci_low']:+.4f}, {last['ci_high']:+.4f}]{floor}: {last['outcome']}{curve}")
@@ -196,10 +203,10 @@ def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, reco
                 "reason": f"the last continuation improved ({text}; kept as {last['via']}) and no further intervention applies"}
     settled = last["ci_high"] is not None and last["ci_high"] <= margin
     if settled and not rising:
-        return {"status": "nothing", "reason": f"plateau measured: {text}; the interval lies below one seed's floor "
+        return {"status": "nothing", "reason": f"plateau measured: {text}; the interval lies below what one version's verdict resolves "
                                                f"(±{margin:.4f})",
                 "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t, "margin": margin}}
-    wide = f"the interval still allows a gain above one seed's floor (±{margin:.4f})" if not settled else "the reward still rises"
+    wide = f"the interval still allows a gain beyond what one version's verdict resolves (±{margin:.4f})" if not settled else "the reward still rises"
     behind = max(V.schedule_end(records, parent), steps)
     if (rising or (last["delta"] or 0) > 0) and 2 * length <= behind:
         return _continue(parent, steps, 2 * length, 1, usage, slope_t,
@@ -212,6 +219,16 @@ def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, reco
     return {"status": "nothing", "reason": f"measuring limit reached, plateau not established: {text}; {wide}, "
                                            f"after {seeds} seeds",
             "plateau": {"text": text, "continuation": last, "reward_slope_t": slope_t, "margin": margin}}
+
+
+def _reward_slope_t(ws, last: dict | None, diagnosis: dict):
+    """The training reward's slope t of the last measured continuation's own run (its diagnosis), else of the
+    parent's run: the parent's curve stays what it was however often the continuation is measured."""
+    run_diag = None
+    if ws is not None and last and last.get("run"):
+        path = artifact_root(ws.root, ws.settings) / last["run"] / "diagnosis.json"
+        run_diag = json.loads(path.read_text()) if path.is_file() else None
+    return ((run_diag or diagnosis).get("metrics") or {}).get("signal/reward_slope_t")
 
 
 def _continue(parent: str, steps: int, length: int, seeds: int, usage: dict, slope_t, hypothesis: str) -> dict:

@@ -189,7 +189,9 @@ def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path],
     """One line per file the judge reads (`names`: eval.parquet, rollouts.parquet; None: every file the
     lineage recorded for the run, the checkpoint's weights included) whose content no longer matches the
     sha256 recorded in the lineage. Files never recorded (older workspaces) are not reported: there is
-    nothing to check them against."""
+    nothing to check them against. With `names=None`, a file in a checkpoint whose files were recorded
+    but that was not itself recorded is reported too: a model loads whatever its folder holds (a chat
+    template, a config), so an added file changes the model as surely as a changed one."""
     recorded = recorded_hashes(records)
     base = artifact_root(root, settings).resolve()
     problems = []
@@ -207,6 +209,12 @@ def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path],
             if actual != expected:
                 what = "is missing" if actual is None else f"has sha256 {actual[:12]}, not the recorded {expected[:12]}"
                 problems.append(f"{run}/{name} {what}: the evidence changed after it was recorded (tampering?)")
+        mine = {n for r, n in recorded if r == run}
+        if names is None and any(n.startswith("checkpoint/") for n in mine) and (Path(folder) / "checkpoint").is_dir():
+            for path in sorted((Path(folder) / "checkpoint").rglob("*")):
+                name = str(path.relative_to(folder))
+                if path.is_file() and name not in mine:
+                    problems.append(f"{run}/{name} was added after the run was recorded: the evidence changed (tampering?)")
     return problems
 
 

@@ -21,7 +21,7 @@ from evo.loop.journal import Journal, fault_point
 from evo.loop.runs import Plan
 from evo.settings import artifact_dir, artifact_root
 from evo.train.records import read_json_if
-from evo.train.run import EXTENDED_FROM
+from evo.train.run import EXTENDED_FROM, holds_run
 from evo.vocabulary import event_id
 
 
@@ -76,8 +76,8 @@ def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *
     from evo.train.run import extend_run
 
     recipe = _with_version_files(ws, recipe, out, files_of or version)
-    if extend is not None and not (out / "checkpoint").exists() and not (out / "summary.json").exists():
-        held = extend_run(extend[0], out, recipe, extend[1])
+    if extend is not None and not holds_run(out):
+        held = extend_run(extend[0], out, recipe, extend[1], version=version)
         if held:
             ws.say(f"  starting from {extend[0].name}, the same run {held} steps in")
     offset = V.schedule_end(ws.lineage.read_all(), parent) if parent else 0
@@ -134,7 +134,7 @@ def control(ws, version: str, plan: Plan, parent: str, parent_recipe: dict) -> d
         else:
             ws.say(f"control: {parent}'s recipe continued for {steps} steps (seed {seed})")
             summary = train(ws, recipe, out, init, f"{parent}~{key}", parent, files_of=parent,
-                            extend=extension(ws, parent, parent_recipe, steps, seed))
+                            extend=None if holds_run(out) else extension(ws, parent, parent_recipe, steps, seed))
         fault_point("control", "mid")  # trained, not yet recorded: resume must reuse the run
         extended = None if shared else read_json_if(out / EXTENDED_FROM)
         held = int(extended["steps"]) if extended else 0

@@ -93,8 +93,9 @@ def continuations(records: dict, name: str) -> list[dict]:
     From the controls trained for its children (`control` events on it) and
     from continue-training children (their progress against it), oldest first;
     a harness-only revision shares its parent's policy, so it shares those too:
-    `{via, steps, seeds, outcome, delta, ci_low, ci_high, noise_floor, value}` (`seeds`: the
-    training seeds the figure pools).
+    `{via, steps, seeds, run, outcome, delta, ci_low, ci_high, noise_floor, boot_ci_low, boot_ci_high,
+    value}` (`seeds`: the training seeds the figure pools; `run`: the first seed's run folder, relative to
+    the artifact root).
     """
     from evo.loop.runs import control_events
 
@@ -108,7 +109,7 @@ def continuations(records: dict, name: str) -> list[dict]:
                 steps = int(ev["steps"])
                 measured[steps] = measured.get(steps, 0) + 1  # each seed's figure pools the seeds before it
                 latest[steps] = {"via": f"control {ev['key']} of {source}", "steps": steps, "seeds": measured[steps],
-                                 "time": ev["time"], **_figure_fields(ev["continuation"])}
+                                 "run": ev.get("run"), "time": ev["time"], **_figure_fields(ev["continuation"])}
         out += latest.values()
     for rec in records.values():
         created = rec.last("created") or {}
@@ -118,7 +119,8 @@ def continuations(records: dict, name: str) -> list[dict]:
             figure = judged.get("progress") or judged
             schedule = (rec.last("trained") or {}).get("schedule") or {}
             out.append({"via": rec.name, "steps": schedule.get("steps") or (created.get("intervention") or {}).get("steps"),
-                        "seeds": int(judged.get("seeds") or 1), "time": judged["time"], **_figure_fields(figure)})
+                        "seeds": int(judged.get("seeds") or 1), "run": rec.name, "time": judged["time"],
+                        **_figure_fields(figure)})
     return sorted(out, key=lambda c: c["time"])
 
 
@@ -139,7 +141,8 @@ def is_confounded(rec) -> bool:
 
 def _figure_fields(figure: dict) -> dict:
     h = figure.get("headline") or {}
-    return {"outcome": figure.get("outcome"), **{k: h.get(k) for k in ("value", "delta", "ci_low", "ci_high", "noise_floor")}}
+    keys = ("value", "delta", "ci_low", "ci_high", "noise_floor", "boot_ci_low", "boot_ci_high")
+    return {"outcome": figure.get("outcome"), **{k: h.get(k) for k in keys}}
 
 
 def lineage_summaries(records: dict) -> list[dict]:

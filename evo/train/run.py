@@ -176,10 +176,18 @@ def clear_run(out_dir) -> None:
         (out / name).unlink(missing_ok=True)
 
 
+def holds_run(out_dir) -> bool:
+    """Whether `out_dir` holds a run, finished or resumable (a checkpoint, or its `.old` twin mid-swap)."""
+    from evo.train.checkpoint import find_checkpoint
+
+    out = Path(out_dir)
+    return (out / "summary.json").exists() or find_checkpoint(out / "checkpoint") is not None
+
+
 EXTENDED_FROM = "extended_from.json"  # in a run folder extend_run prepared: {run, steps}
 
 
-def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None) -> int | None:
+def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None, *, version: str | None = None) -> int | None:
     """Make `out_dir` the finished run in `source`, ready to resume as the longer run `recipe`; its steps, or None.
 
     A run of S steps, resumed from its final checkpoint (weights, optimizer,
@@ -188,23 +196,29 @@ def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None)
     learning rate does not depend on T (a constant schedule, warmup or not;
     linear and cosine decay over T, so their first S steps differ). Then the
     T-step run costs T - S steps. Returns None, leaving `out_dir` alone, when
-    `source` is not such a run: unfinished, not shorter, another recipe, or a
-    T-dependent schedule. `source_recipe` (default `recipe` under the source's
-    steps) is what trained `source`, checked against its recipe hash; it may
-    differ from `recipe` in `eval` alone, which no training step reads (a file
-    path such as a copied rubric counts as a difference).
+    `source` is not such a run: unfinished, not shorter, another recipe, a
+    T-dependent schedule, or a DeepSpeed checkpoint (its partitions are its
+    own; such a run trains afresh). `source_recipe` (default `recipe` under the
+    source's steps) is what trained `source`, checked against its recipe hash;
+    it may differ from `recipe` in `eval` alone, which no training step reads (a
+    file path such as a copied rubric counts as a difference). `version`: the
+    name the longer run records on its rollouts (every row of a run carries its
+    run's name, the first S steps' too).
 
-    `source` is never written: the checkpoint is hard-linked (a save replaces
-    the folder by rename), the files a resumed run rewrites in place are copied,
-    and rollouts.parquet is split back into the per-step shards a run keeps.
-    `out_dir/EXTENDED_FROM` names the run and the steps it held.
+    `source` is never written: the checkpoint is hard-linked where the
+    filesystem allows (a save replaces the folder by rename), the files a
+    resumed run rewrites in place (metrics.jsonl, a model judge's cache) are
+    copied, and rollouts.parquet is split back into the per-step shards a run
+    keeps. `out_dir/EXTENDED_FROM` names the run and the steps it held.
     """
     import json
 
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from evo.train.checkpoint import STATE_JSON, find_checkpoint, read_state
+    from evo.train.judge_model import CACHE_FILE
     from evo.train.records import read_json_if
     from evo.train.trainer import PARTS_DIR
 
@@ -224,7 +238,7 @@ def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None)
             or summary.get("recipe_hash") != recipe_hash(source_recipe) or training(source_recipe) != training(recipe):
         return None
     state = read_state(ckpt)
-    if int(state.get("step", -1)) != held:
+    if int(state.get("step", -1)) != held or state.get("optimizer") is None:
         return None
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -232,11 +246,19 @@ def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None)
     (partial / EXTENDED_FROM).write_text(json.dumps({"run": str(source), "steps": held}) + "\n", encoding="utf-8")
     for path in ckpt.iterdir():
         if path.is_file() and path.name != STATE_JSON:
-            os.link(path, partial / "checkpoint" / path.name)
+            try:
+                os.link(path, partial / "checkpoint" / path.name)
+            except OSError:
+                shutil.copy2(path, partial / "checkpoint" / path.name)
     state.update(recipe_hash=recipe_hash(recipe), finished=False)
     (partial / "checkpoint" / STATE_JSON).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    shutil.copy2(source / "metrics.jsonl", partial / "metrics.jsonl")
+    for name in ("metrics.jsonl", CACHE_FILE):
+        if (source / name).is_file():
+            shutil.copy2(source / name, partial / name)
     rollouts = pq.read_table(source / "rollouts.parquet")
+    if version is not None:
+        column = rollouts.schema.get_field_index("version")
+        rollouts = rollouts.set_column(column, "version", pa.array([version] * rollouts.num_rows, type=pa.string()))
     (partial / PARTS_DIR).mkdir()
     for step in range(held):
         pq.write_table(rollouts.filter(pc.equal(rollouts["step"], step)), partial / PARTS_DIR / f"step-{step:06d}.parquet")

@@ -220,6 +220,25 @@ def test_a_longer_continuation_extends_the_shorter_control(noop_ws, tmp_path, be
     evo("fsck", "-C", root)  # the extended run is hashed like any control
 
 
+# The same proposal from an agent that also slips a chat template into the checkpoint the continuation extends.
+INJECTING_LONGER_AGENT = LONGER_AGENT + """
+import sys
+pathlib.Path(sys.argv[1], "chat_template.jinja").write_text("INJECTED {{ messages[0]['content'] }}")
+"""
+
+
+def test_an_agent_that_adds_a_file_to_the_checkpoint_a_continuation_extends_is_rejected(noop_ws, tmp_path):
+    root = copy_workspace(noop_ws, tmp_path / "ws")
+    checkpoint = root / ".evo/artifacts/controls/v0/steps10-seed0/checkpoint"
+    _agent(root, tmp_path, "inject", INJECTING_LONGER_AGENT, str(checkpoint))
+    patch_settings(root, {"agent": {"sandbox": {"confine": False}}})
+    out = evo("step", "-C", root).stdout
+    assert "status: rejected" in out, out
+    reason = next(e for e in evo_json("show", "-C", root, "v3")["events"] if e["event"] == "rejected")["reason"]
+    assert "controls/v0/steps10-seed0/checkpoint/chat_template.jinja was added" in reason, reason
+    assert not (root / ".evo/artifacts/controls/v0/steps20-seed0").exists(), "nothing extended or trained"
+
+
 def _harness_revision_of_v0(noop_ws, tmp_path):
     """A copy of noop_ws with a harness-only revision v3 of v0 (eval.k doubled); its root."""
     root = copy_workspace(noop_ws, tmp_path / "ws")

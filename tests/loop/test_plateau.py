@@ -92,3 +92,27 @@ def test_a_control_that_beat_its_parent_is_kept_as_a_version_of_its_length(monke
     assert out["status"] == "proposed"
     manifest = out["manifests"][0]
     assert "seeds" not in manifest and manifest["steps"] == 20 and "Keep that continuation" in manifest["hypothesis"]
+
+
+def test_the_equivalence_margin_counts_the_task_sampling_term(monkeypatch):
+    # one seed: floor 0.043 and a task-sampling half-width 0.04 give one version's verdict ±0.0587
+    _measured(monkeypatch, behind=10, delta=0.0, ci_low=-0.06, ci_high=0.06, boot_ci_high=0.04)
+    assert _decide()["status"] == "proposed"  # 0.06 > 0.0587: not yet
+    _measured(monkeypatch, behind=10, seeds=2, noise_floor=0.043 / 2 ** 0.5, delta=0.0, ci_low=-0.05, ci_high=0.05,
+              boot_ci_high=0.03)
+    out = _decide()
+    assert out["status"] == "nothing" and out["plateau"]["margin"] == pytest.approx((0.043 ** 2 + 0.03 ** 2) ** 0.5)
+
+
+def test_the_reward_curve_is_the_continuations_own_not_the_parents(monkeypatch, tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    run = tmp_path / ".evo/artifacts/controls/v3/steps10-seed0"
+    run.mkdir(parents=True)
+    (run / "diagnosis.json").write_text(json.dumps({"metrics": {"signal/reward_slope_t": 0.2}}))
+    ws = SimpleNamespace(root=tmp_path, settings={"artifacts": {"root": ".evo/artifacts"}})
+    _measured(monkeypatch, seeds=2, delta=0.01, ci_low=-0.03, ci_high=0.05, run="controls/v3/steps10-seed0")
+    rising_parent = {"metrics": {"signal/reward_slope_t": 3.5}}
+    out = propose._plateau_or_measure(ws, "v4", "v3", RECIPE, {}, rising_parent, {})
+    assert out["status"] == "nothing" and "slope t = 0.2" in out["reason"], out  # the parent's 3.5 would never stop

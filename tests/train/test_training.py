@@ -125,12 +125,12 @@ def test_a_finished_run_extended_to_more_steps_is_the_run_trained_that_long(tmp_
 
     long = small_recipe(**{"grpo.steps": 5, "grpo.num_iterations": 2, "grpo.kl_coef": 0.05, "grpo.warmup_steps": 2})
     short = small_recipe(**{"grpo.steps": 3, "grpo.num_iterations": 2, "grpo.kl_coef": 0.05, "grpo.warmup_steps": 2})
-    straight = train_recipe(long, tmp_path / "straight", progress=False)
-    first = train_recipe(short, tmp_path / "short", progress=False)
+    straight = train_recipe(long, tmp_path / "straight", version="v1", progress=False)
+    first = train_recipe(short, tmp_path / "short", version="v0", progress=False)
     before = _tree_digest(first.out_dir)
 
-    assert extend_run(first.out_dir, tmp_path / "extended", long) == 3
-    extended = train_recipe(long, tmp_path / "extended", progress=False)
+    assert extend_run(first.out_dir, tmp_path / "extended", long, version="v1") == 3
+    extended = train_recipe(long, tmp_path / "extended", version="v1", progress=False)
     assert extended.summary["resumed_from_step"] == 3 and extended.summary["steps"] == 5
     a, b = _weights(straight.checkpoint_dir), _weights(extended.checkpoint_dir)
     for key in a:
@@ -138,7 +138,7 @@ def test_a_finished_run_extended_to_more_steps_is_the_run_trained_that_long(tmp_
     drop = ["kl", "entropy", "clip_frac_low", "clip_frac_high"]
     ra = pq.read_table(straight.out_dir / "rollouts.parquet").drop(drop)
     rb = pq.read_table(extended.out_dir / "rollouts.parquet").drop(drop)
-    assert ra.equals(rb)  # every step's trajectories, the three it was given and the two it trained
+    assert ra.equals(rb)  # every step's trajectories, the three it was given and the two it trained, named v1
     assert [m["step"] for m in map(json.loads, (extended.out_dir / "metrics.jsonl").read_text().splitlines())] == list(range(5))
     assert straight.summary["tokens_generated"] == extended.summary["tokens_generated"]
     assert json.loads((extended.out_dir / EXTENDED_FROM).read_text())["steps"] == 3
