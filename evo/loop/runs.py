@@ -109,6 +109,12 @@ def control_steps(parent_recipe: dict, candidate_recipe: dict, manifest: dict) -
     return int(candidate_recipe["grpo"]["steps"])
 
 
+def trained_by(event: dict, holder: str) -> str:
+    """The version whose recipe trained the run of `control` event `event` recorded on `holder`: `holder`, or for
+    a shared control the version its `shared_from` run lies under (`control_dir`: CONTROLS/<version>/<key>)."""
+    return Path(event["shared_from"]).parts[1] if event.get("shared_from") else holder
+
+
 def control_recipe(parent_recipe: dict, steps: int, seed: int) -> dict:
     """The parent's recipe under a candidate's schedule: `steps` steps, training seed `seed`."""
     out = with_seed(parent_recipe, seed)
@@ -200,7 +206,8 @@ def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path],
             run = str(Path(folder).resolve().relative_to(base))
         except ValueError:
             continue
-        for name in names if names is not None else sorted(n for r, n in recorded if r == run):
+        mine = sorted(n for r, n in recorded if r == run)
+        for name in names if names is not None else mine:
             expected = recorded.get((run, name))
             if expected is None:
                 continue
@@ -209,7 +216,6 @@ def verify_runs(root: Path, settings: dict, records: dict, folders: list[Path],
             if actual != expected:
                 what = "is missing" if actual is None else f"has sha256 {actual[:12]}, not the recorded {expected[:12]}"
                 problems.append(f"{run}/{name} {what}: the evidence changed after it was recorded (tampering?)")
-        mine = {n for r, n in recorded if r == run}
         if names is None and any(n.startswith("checkpoint/") for n in mine) and (Path(folder) / "checkpoint").is_dir():
             for path in sorted((Path(folder) / "checkpoint").rglob("*")):
                 name = str(path.relative_to(folder))

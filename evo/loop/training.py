@@ -21,7 +21,8 @@ from evo.loop.journal import Journal, fault_point
 from evo.loop.runs import Plan
 from evo.settings import artifact_dir, artifact_root
 from evo.train.records import read_json_if
-from evo.train.run import EXTENDED_FROM, holds_run
+from evo.train.run import EXTENDED_FROM, extend_run, holds_run
+from evo.train.schedule import rate_ignores_length
 from evo.vocabulary import event_id
 
 
@@ -73,7 +74,6 @@ def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *
     from when `out` holds nothing yet (`evo.train.run.extend_run`).
     """
     from evo.train.launch import run_training
-    from evo.train.run import extend_run
 
     recipe = _with_version_files(ws, recipe, out, files_of or version)
     if extend is not None and not holds_run(out):
@@ -178,19 +178,15 @@ def extension(ws, parent: str, parent_recipe: dict, steps: int, seed: int, *,
     (a run's copy of it lives in its own folder). A run whose recorded sha256s
     changed is never extended (`verify`; the cost estimate skips the hashing).
     """
-    if (parent_recipe["grpo"].get("lr_schedule") or "constant") != "constant" or _workspace_rubric(parent_recipe):
+    if not rate_ignores_length(parent_recipe["grpo"]) or _workspace_rubric(parent_recipe):
         return None
     records = ws.lineage.read_all()
     found = []
-    for source in V.policy_source(records, parent):
-        source_recipe = parent_recipe if source == parent else V.recipe_of(ws.lineage, source)
-        if source != parent and not _trains_alike(ws, parent, parent_recipe, source, source_recipe):
-            continue
+    for source in _sources_training_alike(ws, records, parent, parent_recipe):
         for ev in R.control_events(records.get(source)).values():
             folder = artifact_root(ws.root, ws.settings) / ev["run"]
             if int(ev.get("seed", -1)) == int(seed) and int(ev["steps"]) < int(steps) and R.is_finished(folder):
-                trained_by = Path(ev["shared_from"]).parts[1] if ev.get("shared_from") else source  # CONTROLS/<v>/<key>
-                found.append((int(ev["steps"]), folder, trained_by))
+                found.append((int(ev["steps"]), folder, R.trained_by(ev, source)))
     if not found:
         return None
     held, folder, trained_by = max(found, key=lambda f: f[0])
@@ -215,18 +211,24 @@ def shared_control(ws, parent: str, parent_recipe: dict, key: str, *, verify: bo
     the hashing, the phase that clones does it).
     """
     records = ws.lineage.read_all()
-    for source in V.policy_source(records, parent)[1:]:
+    for source in _sources_training_alike(ws, records, parent, parent_recipe)[1:]:
         event = R.control_events(records.get(source)).get(key)
         folder = artifact_root(ws.root, ws.settings) / event["run"] if event else None
         if folder is None or not R.is_finished(folder):
             continue
-        if _trains_alike(ws, parent, parent_recipe, source, V.recipe_of(ws.lineage, source)):
-            changed = R.verify_runs(ws.root, ws.settings, records, [folder], names=None) if verify else []
-            if changed:
-                ws.say(f"control: not reused, training it again: {changed[0]}")
-                return None
-            return source, event
+        changed = R.verify_runs(ws.root, ws.settings, records, [folder], names=None) if verify else []
+        if changed:
+            ws.say(f"control: not reused, training it again: {changed[0]}")
+            return None
+        return source, event
     return None
+
+
+def _sources_training_alike(ws, records: dict, parent: str, parent_recipe: dict) -> list[str]:
+    """`parent`, then the ancestors whose policy it shares (`V.policy_source`) whose recipe trains as its does:
+    their control runs are the training a control of `parent` would do."""
+    return [source for source in V.policy_source(records, parent)
+            if source == parent or _trains_alike(ws, parent, parent_recipe, source, V.recipe_of(ws.lineage, source))]
 
 
 def _trains_alike(ws, a: str, recipe_a: dict, b: str, recipe_b: dict) -> bool:

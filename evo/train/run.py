@@ -220,12 +220,13 @@ def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None,
     from evo.train.checkpoint import STATE_JSON, find_checkpoint, read_state
     from evo.train.judge_model import CACHE_FILE
     from evo.train.records import read_json_if
+    from evo.train.schedule import rate_ignores_length
     from evo.train.trainer import PARTS_DIR
 
     source, out = Path(source), Path(out_dir)
     summary = read_json_if(source / "summary.json")
     grpo = recipe["grpo"]
-    if summary is None or (grpo.get("lr_schedule") or "constant") != "constant":
+    if summary is None or not rate_ignores_length(grpo):
         return None
     held = int(summary.get("steps") or 0)
     source_recipe = source_recipe or dict(recipe, grpo=dict(grpo, steps=held))

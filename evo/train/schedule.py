@@ -38,3 +38,9 @@ def lr_at(step: int, *, base: float, steps: int, schedule: str = "constant", war
     if schedule == "cosine":
         return base * (1.0 + math.cos(math.pi * progress)) / 2.0
     return base
+
+
+def rate_ignores_length(grpo: dict) -> bool:
+    """Whether every step's rate is independent of the run's length T (a constant schedule, warmup or not), so
+    the first S steps of a longer run are the S-step run's (`evo.train.run.extend_run`)."""
+    return (grpo.get("lr_schedule") or "constant") == "constant"

@@ -171,14 +171,19 @@ weights.write_bytes(bytes(data))
 """
 
 
-def test_an_agent_that_changes_a_control_run_to_be_shared_is_rejected(noop_ws, tmp_path):
-    root = _harness_revision_of_v0(noop_ws, tmp_path)
-    weights = root / ".evo/artifacts/controls/v0/steps10-seed0/checkpoint/model.safetensors"
-    _agent(root, tmp_path, "tamper", TAMPERING_NOOP_AGENT, "ngram", str(weights))
+def _rejected_unconfined(root, tmp_path, version, name, text, *args):
+    """Run one step with command agent `text`, unconfined; assert `version` was rejected and return why."""
+    _agent(root, tmp_path, name, text, *args)
     patch_settings(root, {"agent": {"sandbox": {"confine": False}}})
     out = evo("step", "-C", root).stdout
     assert "status: rejected" in out, out
-    reason = next(e for e in evo_json("show", "-C", root, "v4")["events"] if e["event"] == "rejected")["reason"]
+    return next(e for e in evo_json("show", "-C", root, version)["events"] if e["event"] == "rejected")["reason"]
+
+
+def test_an_agent_that_changes_a_control_run_to_be_shared_is_rejected(noop_ws, tmp_path):
+    root = _harness_revision_of_v0(noop_ws, tmp_path)
+    weights = root / ".evo/artifacts/controls/v0/steps10-seed0/checkpoint/model.safetensors"
+    reason = _rejected_unconfined(root, tmp_path, "v4", "tamper", TAMPERING_NOOP_AGENT, "ngram", str(weights))
     assert "controls/v0/steps10-seed0/checkpoint/model.safetensors" in reason, reason
     assert not (root / ".evo/artifacts/controls/v3").exists(), "nothing cloned or trained for a rejected candidate"
 
@@ -230,11 +235,7 @@ pathlib.Path(sys.argv[1], "chat_template.jinja").write_text("INJECTED {{ message
 def test_an_agent_that_adds_a_file_to_the_checkpoint_a_continuation_extends_is_rejected(noop_ws, tmp_path):
     root = copy_workspace(noop_ws, tmp_path / "ws")
     checkpoint = root / ".evo/artifacts/controls/v0/steps10-seed0/checkpoint"
-    _agent(root, tmp_path, "inject", INJECTING_LONGER_AGENT, str(checkpoint))
-    patch_settings(root, {"agent": {"sandbox": {"confine": False}}})
-    out = evo("step", "-C", root).stdout
-    assert "status: rejected" in out, out
-    reason = next(e for e in evo_json("show", "-C", root, "v3")["events"] if e["event"] == "rejected")["reason"]
+    reason = _rejected_unconfined(root, tmp_path, "v3", "inject", INJECTING_LONGER_AGENT, str(checkpoint))
     assert "controls/v0/steps10-seed0/checkpoint/chat_template.jinja was added" in reason, reason
     assert not (root / ".evo/artifacts/controls/v0/steps20-seed0").exists(), "nothing extended or trained"
 
