@@ -120,3 +120,24 @@ def restore_engine(folder: str | Path, engine) -> dict:
     if "rng.torch" in tensors:
         torch.set_rng_state(tensors["rng.torch"])
     return info
+
+
+def adopt_optimizer(folder: str | Path, engine) -> str | None:
+    """Start `engine` with the AdamW moments of the run that wrote checkpoint `folder` (on every rank).
+
+    A version trains on from its parent's checkpoint; a fresh optimizer there
+    would take its first steps with no second-moment estimate (each update about
+    lr times the gradient's sign), a lurch a run continuing on its own never
+    takes. Weights, schedule offset and the recipe's hyperparameters are the
+    caller's; only the per-parameter optimizer slots come from `folder`.
+    Returns None when adopted, else why the optimizer starts fresh.
+    """
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if not (folder / STATE_JSON).is_file() or not (folder / STATE_TENSORS).is_file():
+        return "the checkpoint holds weights only"
+    info = read_state(folder)
+    if info.get("optimizer") is None:
+        return "the checkpoint's optimizer state is in DeepSpeed partitions"
+    return engine.adopt_moments(_unflatten_optimizer(load_file(str(folder / STATE_TENSORS)), info["optimizer"]))

@@ -256,6 +256,29 @@ class TorchEngine:
         else:
             self.optimizer.load_state_dict(state)
 
+    def adopt_moments(self, state: dict) -> str | None:
+        """Continue another run's AdamW state (its moments and step counts) under this run's own hyperparameters.
+
+        `state` is a position-keyed optimizer state (`optimizer_state` of the
+        run that wrote a checkpoint). Learning rate, betas and weight decay stay
+        this recipe's: only the per-parameter slots carry over. Returns None when
+        adopted, else why not (the optimizer then stays fresh).
+        """
+        flat = [p for group in self.optimizer.param_groups for p in group["params"]]
+        groups = state.get("param_groups") or []
+        if [len(g["params"]) for g in groups] != [len(g["params"]) for g in self.optimizer.param_groups]:
+            return "its optimizer holds other parameter groups"
+        for position, slots in (state.get("state") or {}).items():
+            i = int(position)
+            if i >= len(flat) or any(torch.is_tensor(v) and v.dim() and tuple(v.shape) != tuple(flat[i].shape)
+                                     for v in slots.values()):
+                return f"its optimizer state does not fit this model (parameter {i})"
+        own = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
+        self.load_optimizer_state({"state": state.get("state") or {},
+                                   "param_groups": [{**mine, "params": list(theirs["params"])}
+                                                    for mine, theirs in zip(own, groups)]})
+        return None
+
     def save_native(self, folder) -> None:
         """State only the engine itself can write (DeepSpeed's ZeRO partitions); nothing for torch."""
 
@@ -326,6 +349,9 @@ class DeepSpeedEngine(TorchEngine):
 
     def optimizer_state(self) -> dict | None:
         return None
+
+    def adopt_moments(self, state: dict) -> str | None:
+        return "DeepSpeed keeps its optimizer in its own partitions"
 
     def save_native(self, folder) -> None:
         self.ds_engine.save_checkpoint(str(Path(folder) / "deepspeed"), tag="state", save_latest=False)

@@ -56,7 +56,7 @@ class Trainer:
                  resume_from: Path | None = None, resume_state: dict | None = None, step_offset: int = 0):
         from evo.domains import get_environment
         from evo.errors import TrainError
-        from evo.train.checkpoint import restore_engine
+        from evo.train.checkpoint import adopt_optimizer, restore_engine
         from evo.train.cost import episode_token_budget
         from evo.train.distributed import current
         from evo.train.engine import make_engine
@@ -110,6 +110,11 @@ class Trainer:
         self.totals = {"tokens_generated": 0, "tokens_trained": 0, "wall_s": 0.0}
         self.resumed_from_step = None
         parts = self.out / PARTS_DIR
+        # Where the optimizer's moments came from: the parent's checkpoint, else why it started fresh.
+        self.optimizer_from = state.get("optimizer_from")
+        if resume_from is None and self.init_checkpoint:
+            why = adopt_optimizer(self.init_checkpoint, self.engine)
+            self.optimizer_from = {"checkpoint": self.init_checkpoint} if why is None else {"fresh": why}
         if resume_from is not None:
             info = restore_engine(resume_from, self.engine)
             self.start_step = int(info["step"])
@@ -264,7 +269,7 @@ class Trainer:
 
         info = {"step": int(done_steps), "recipe_hash": self.rhash, "init_source": self.init_source,
                 "init_checkpoint": self.init_checkpoint, "finished": finished, "version": self.version,
-                "totals": dict(self.totals), "step_offset": self.step_offset}
+                "totals": dict(self.totals), "step_offset": self.step_offset, "optimizer_from": self.optimizer_from}
         folder = save_checkpoint(self.out / "checkpoint", self.policy, self.engine, info)
         if self.ranks.main:
             self._merge_rollouts()
@@ -302,6 +307,7 @@ class Trainer:
             "wall_s": round(float(self.totals["wall_s"]), 3),
             "resumed_from_step": self.resumed_from_step,
             "step_offset": self.step_offset,
+            "optimizer_from": self.optimizer_from,
             "final": copy.deepcopy(self.last_metrics),
             "eval": ev,
         }

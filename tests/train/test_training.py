@@ -145,6 +145,58 @@ def test_a_finished_run_extended_to_more_steps_is_the_run_trained_that_long(tmp_
     assert _tree_digest(first.out_dir) == before  # the shorter run is evidence too: never written
 
 
+def test_a_run_from_a_checkpoint_continues_its_optimizer_as_the_run_trained_on_would(tmp_path):
+    """A version trains on from its parent's checkpoint with the parent's AdamW moments, so
+    3 steps + 2 more from the checkpoint (prompts after the first 3) is the 5-step run; a
+    weights-only copy of the same checkpoint starts a fresh optimizer and lands elsewhere.
+    (No KL term: its reference is each run's own starting point.)"""
+    import shutil
+
+    def recipe(steps):
+        return small_recipe(**{"grpo.steps": steps, "grpo.kl_coef": 0.0})
+
+    straight = train_recipe(recipe(5), tmp_path / "straight", progress=False)
+    parent = train_recipe(recipe(3), tmp_path / "parent", progress=False)
+    child = train_recipe(recipe(2), tmp_path / "child", init_checkpoint=parent.checkpoint_dir,
+                         progress=False, step_offset=3)
+    assert child.summary["optimizer_from"] == {"checkpoint": str(parent.checkpoint_dir)}
+    a, b = _weights(straight.checkpoint_dir), _weights(child.checkpoint_dir)
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-6, rtol=0), key
+
+    weights_only = tmp_path / "weights-only"
+    shutil.copytree(parent.checkpoint_dir, weights_only,
+                    ignore=shutil.ignore_patterns("trainer_state.json", "trainer_state.safetensors"))
+    fresh = train_recipe(recipe(2), tmp_path / "fresh", init_checkpoint=weights_only,
+                         progress=False, step_offset=3)
+    assert fresh.summary["optimizer_from"] == {"fresh": "the checkpoint holds weights only"}
+    c = _weights(fresh.checkpoint_dir)
+    assert max(float((a[k] - c[k]).abs().max()) for k in a) > 1e-4
+
+
+def test_adopted_moments_keep_the_new_recipes_hyperparameters_and_must_fit_the_model(tiny_model_dir):
+    from evo.recipe_spec import RecipeSpec
+
+    policy = load_policy(str(tiny_model_dir))
+    first = TorchEngine(policy.model, RecipeSpec.of(small_recipe()).grpo)
+    for p in policy.model.parameters():
+        p.grad = torch.ones_like(p)
+    first.optimizer.step()
+    state = first.optimizer.state_dict()
+    second = TorchEngine(load_policy(str(tiny_model_dir)).model,
+                         RecipeSpec.of(small_recipe(**{"grpo.learning_rate": 0.01, "grpo.weight_decay": 0.2})).grpo)
+    assert second.adopt_moments(state) is None
+    group = second.optimizer.param_groups[0]
+    assert (group["lr"], group["weight_decay"]) == (0.01, 0.2)  # the child's recipe, not the parent's
+    moved = second.optimizer.state[group["params"][0]]
+    assert torch.equal(moved["exp_avg"], state["state"][0]["exp_avg"]) and float(moved["step"]) == 1.0
+
+    bad = {"state": {0: {**state["state"][0], "exp_avg": torch.zeros(3, 3)}}, "param_groups": state["param_groups"]}
+    third = TorchEngine(load_policy(str(tiny_model_dir)).model, RecipeSpec.of(small_recipe()).grpo)
+    assert third.adopt_moments(bad) == "its optimizer state does not fit this model (parameter 0)"
+    assert not third.optimizer.state  # left fresh
+
+
 def test_a_run_is_not_extended_when_its_schedule_or_recipe_differs(tmp_path):
     from evo.train.run import extend_run
 
