@@ -32,7 +32,8 @@ def _render_eval(ev: dict, c) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run folder (default: runs/<recipe name>). Rerunning resumes an unfinished run.")
 @click.option("--from", "init_checkpoint", type=str, default=None,
-              help="Start from this checkpoint folder instead of the recipe's model.name.")
+              help="Start from this checkpoint folder instead of the recipe's model.name "
+                   "(with its AdamW moments when it holds them).")
 @click.option("--version", "version", type=str, default="", help="Version name stored in the rollout records.")
 @click.option("--restart", is_flag=True, help="Discard what the run folder holds and train from scratch.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
