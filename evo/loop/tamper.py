@@ -13,7 +13,8 @@ that it held. Before the agent starts the loop takes a `snapshot`; afterwards
   recorded in the lineage (the parent's runs, its controls, the base model's
   evaluation), and any file of a control run the step may clone and evaluate
   again (the parent's and, below a harness revision, its ancestors'), the
-  checkpoint's weights included.
+  checkpoint's weights included, and every file of the parent's own run, whose
+  checkpoint (weights and optimizer moments) the candidate trains on from.
 
 A candidate whose agent changed any of these is rejected with that reason and
 pruned, and main's files are put back (`Lineage.restore_main_paths`).
@@ -64,7 +65,14 @@ def changes(lineage, root: Path, settings: dict, before: dict) -> tuple[list[str
     records = lineage.read_all()
     lines += R.verify_runs(root, settings, records, judged_runs(root, settings, records, before["parent"]))
     lines += R.verify_runs(root, settings, records, control_runs(root, settings, records, before["parent"]), names=None)
+    lines += R.verify_runs(root, settings, records, start_runs(root, settings, records, before["parent"]), names=None)
     return lines, touched
+
+
+def start_runs(root: Path, settings: dict, records: dict, parent: str) -> list[Path]:
+    """The runs whose checkpoint a candidate of `parent` and its control train on from: the weights and the
+    AdamW moments a child adopts (`evo.train.checkpoint.adopt_optimizer`) steer every update after."""
+    return [artifact_dir(root, settings, name) for name in V.policy_source(records, parent)]
 
 
 def control_runs(root: Path, settings: dict, records: dict, parent: str) -> list[Path]:

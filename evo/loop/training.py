@@ -21,7 +21,7 @@ from evo.loop.journal import Journal, fault_point
 from evo.loop.runs import Plan
 from evo.settings import artifact_dir, artifact_root
 from evo.train.records import read_json_if
-from evo.train.run import EXTENDED_FROM, extend_run, holds_run
+from evo.train.run import EXTENDED_FROM, extend_run, holds_run, trains_as_now
 from evo.train.schedule import rate_ignores_length
 from evo.vocabulary import event_id
 
@@ -185,7 +185,8 @@ def extension(ws, parent: str, parent_recipe: dict, steps: int, seed: int, *,
     for source in _sources_training_alike(ws, records, parent, parent_recipe):
         for ev in R.control_events(records.get(source)).values():
             folder = artifact_root(ws.root, ws.settings) / ev["run"]
-            if int(ev.get("seed", -1)) == int(seed) and int(ev["steps"]) < int(steps) and R.is_finished(folder):
+            if int(ev.get("seed", -1)) == int(seed) and int(ev["steps"]) < int(steps) and R.is_finished(folder) \
+                    and trains_as_now(folder):
                 found.append((int(ev["steps"]), folder, R.trained_by(ev, source)))
     if not found:
         return None
@@ -214,7 +215,7 @@ def shared_control(ws, parent: str, parent_recipe: dict, key: str, *, verify: bo
     for source in _sources_training_alike(ws, records, parent, parent_recipe)[1:]:
         event = R.control_events(records.get(source)).get(key)
         folder = artifact_root(ws.root, ws.settings) / event["run"] if event else None
-        if folder is None or not R.is_finished(folder):
+        if folder is None or not R.is_finished(folder) or not trains_as_now(folder):
             continue
         changed = R.verify_runs(ws.root, ws.settings, records, [folder], names=None) if verify else []
         if changed:

@@ -137,7 +137,13 @@ def adopt_optimizer(folder: str | Path, engine) -> str | None:
     folder = Path(folder)
     if not (folder / STATE_JSON).is_file() or not (folder / STATE_TENSORS).is_file():
         return "the checkpoint holds weights only"
-    info = read_state(folder)
+    try:
+        info = json.loads((folder / STATE_JSON).read_text(encoding="utf-8"))
+        tensors = load_file(str(folder / STATE_TENSORS))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error type
+        raise TrainError(f"{folder}: the checkpoint to start from has an unreadable optimizer state "
+                         f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); it is evidence of "
+                         "another run: check it with `evo fsck`, or start from a weights-only copy") from None
     if info.get("optimizer") is None:
         return "the checkpoint's optimizer state is in DeepSpeed partitions"
-    return engine.adopt_moments(_unflatten_optimizer(load_file(str(folder / STATE_TENSORS)), info["optimizer"]))
+    return engine.adopt_moments(_unflatten_optimizer(tensors, info["optimizer"]))

@@ -51,6 +51,9 @@ def global_loss_scale(world: int) -> float:
     return float(world)
 
 
+ADAMW_SLOTS = {"step", "exp_avg", "exp_avg_sq"}  # what AdamW keeps per parameter
+
+
 class TorchEngine:
     """AdamW + grad clipping + micro-batches + several updates per batch; DDP or FSDP2 over ranks."""
 
@@ -268,10 +271,12 @@ class TorchEngine:
         groups = state.get("param_groups") or []
         if [len(g["params"]) for g in groups] != [len(g["params"]) for g in self.optimizer.param_groups]:
             return "its optimizer holds other parameter groups"
-        for position, slots in (state.get("state") or {}).items():
+        if not state.get("state"):
+            return "its optimizer never stepped"
+        for position, slots in state["state"].items():
             i = int(position)
-            if i >= len(flat) or any(torch.is_tensor(v) and v.dim() and tuple(v.shape) != tuple(flat[i].shape)
-                                     for v in slots.values()):
+            if i >= len(flat) or not ADAMW_SLOTS <= set(slots) or any(
+                    torch.is_tensor(v) and v.dim() and tuple(v.shape) != tuple(flat[i].shape) for v in slots.values()):
                 return f"its optimizer state does not fit this model (parameter {i})"
         own = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
         self.load_optimizer_state({"state": state.get("state") or {},

@@ -187,6 +187,17 @@ def holds_run(out_dir) -> bool:
 EXTENDED_FROM = "extended_from.json"  # in a run folder extend_run prepared: {run, steps}
 
 
+def trains_as_now(folder) -> bool:
+    """Whether a finished run started as a run starts now: from a base model, or from a checkpoint with the
+    `optimizer_from` record of `evo.train.checkpoint.adopt_optimizer`. A run trained from a checkpoint before
+    runs took their start's AdamW moments began with a fresh optimizer: it is not the run a control trains
+    now, so it is neither extended nor shared."""
+    from evo.train.records import read_json_if
+
+    summary = read_json_if(Path(folder) / "summary.json") or {}
+    return not summary.get("init_checkpoint") or "optimizer_from" in summary
+
+
 def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None, *, version: str | None = None) -> int | None:
     """Make `out_dir` the finished run in `source`, ready to resume as the longer run `recipe`; its steps, or None.
 
@@ -226,7 +237,7 @@ def extend_run(source, out_dir, recipe: dict, source_recipe: dict | None = None,
     source, out = Path(source), Path(out_dir)
     summary = read_json_if(source / "summary.json")
     grpo = recipe["grpo"]
-    if summary is None or not rate_ignores_length(grpo):
+    if summary is None or not rate_ignores_length(grpo) or not trains_as_now(source):
         return None
     held = int(summary.get("steps") or 0)
     source_recipe = source_recipe or dict(recipe, grpo=dict(grpo, steps=held))

@@ -188,6 +188,14 @@ def test_an_agent_that_changes_a_control_run_to_be_shared_is_rejected(noop_ws, t
     assert not (root / ".evo/artifacts/controls/v3").exists(), "nothing cloned or trained for a rejected candidate"
 
 
+def test_an_agent_that_changes_the_optimizer_moments_a_candidate_starts_from_is_rejected(noop_ws, tmp_path):
+    """A child and its control take the parent's AdamW moments: they steer every update, so they are evidence."""
+    root = copy_workspace(noop_ws, tmp_path / "ws")
+    moments = root / ".evo/artifacts/v0/checkpoint/trainer_state.safetensors"
+    reason = _rejected_unconfined(root, tmp_path, "v3", "tamper", TAMPERING_NOOP_AGENT, "ngram", str(moments))
+    assert "v0/checkpoint/trainer_state.safetensors has sha256" in reason, reason
+
+
 # A command agent that proposes continuing the parent's recipe for twice its steps.
 LONGER_AGENT = """
 import json, pathlib

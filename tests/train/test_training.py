@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 
 import pyarrow.parquet as pq
@@ -150,8 +151,6 @@ def test_a_run_from_a_checkpoint_continues_its_optimizer_as_the_run_trained_on_w
     3 steps + 2 more from the checkpoint (prompts after the first 3) is the 5-step run; a
     weights-only copy of the same checkpoint starts a fresh optimizer and lands elsewhere.
     (No KL term: its reference is each run's own starting point.)"""
-    import shutil
-
     def recipe(steps):
         return small_recipe(**{"grpo.steps": steps, "grpo.kl_coef": 0.0})
 
@@ -195,6 +194,33 @@ def test_adopted_moments_keep_the_new_recipes_hyperparameters_and_must_fit_the_m
     third = TorchEngine(load_policy(str(tiny_model_dir)).model, RecipeSpec.of(small_recipe()).grpo)
     assert third.adopt_moments(bad) == "its optimizer state does not fit this model (parameter 0)"
     assert not third.optimizer.state  # left fresh
+
+
+def test_a_start_checkpoint_that_cannot_lend_its_moments_says_why(tmp_path, tiny_model_dir):
+    from evo.errors import TrainError
+    from evo.recipe_spec import RecipeSpec
+    from evo.train.checkpoint import STATE_TENSORS, adopt_optimizer
+    from evo.train.run import extend_run, trains_as_now
+
+    parent = train_recipe(small_recipe(**{"grpo.steps": 1}), tmp_path / "parent", progress=False)
+    engine = TorchEngine(load_policy(str(tiny_model_dir)).model, RecipeSpec.of(small_recipe()).grpo)
+    never = {"state": {}, "param_groups": engine.optimizer.state_dict()["param_groups"]}
+    assert engine.adopt_moments(never) == "its optimizer never stepped"
+    damaged = tmp_path / "damaged"
+    shutil.copytree(parent.checkpoint_dir, damaged)
+    (damaged / STATE_TENSORS).write_bytes((damaged / STATE_TENSORS).read_bytes()[:100])
+    with pytest.raises(TrainError, match="damaged: the checkpoint to start from has an unreadable optimizer state"):
+        adopt_optimizer(damaged, engine)
+
+    # A run trained from a checkpoint before runs took their start's moments is not a run trained now.
+    child = train_recipe(small_recipe(**{"grpo.steps": 1}), tmp_path / "child", init_checkpoint=parent.checkpoint_dir,
+                         progress=False, step_offset=1)
+    assert trains_as_now(child.out_dir) and trains_as_now(parent.out_dir)
+    summary = json.loads((child.out_dir / "summary.json").read_text())
+    del summary["optimizer_from"]
+    (child.out_dir / "summary.json").write_text(json.dumps(summary))
+    assert not trains_as_now(child.out_dir)
+    assert extend_run(child.out_dir, tmp_path / "longer", small_recipe(**{"grpo.steps": 2})) is None
 
 
 def test_a_run_is_not_extended_when_its_schedule_or_recipe_differs(tmp_path):
