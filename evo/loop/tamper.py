@@ -36,9 +36,9 @@ def _digest(path: Path) -> str | None:
 
 
 def judged_runs(root: Path, settings: dict, records: dict, parent: str) -> list[Path]:
-    """The run folders whose evidence a candidate of `parent` is judged on, but for controls (`control_runs`)."""
-    folders = [artifact_dir(root, settings, name) for name in V.policy_source(records, parent)]
-    folders += [artifact_root(root, settings) / ev["run"] for ev in R.replicate_events(records.get(parent)).values()]
+    """The run folders whose evidence a candidate of `parent` is judged on, but for controls (`control_runs`) and
+    the parent's own runs (`start_runs`), whose every file is checked."""
+    folders = [artifact_root(root, settings) / ev["run"] for ev in R.replicate_events(records.get(parent)).values()]
     folders.append(artifact_dir(root, settings, V.BASE))
     return folders
 
@@ -70,8 +70,9 @@ def changes(lineage, root: Path, settings: dict, before: dict) -> tuple[list[str
 
 
 def start_runs(root: Path, settings: dict, records: dict, parent: str) -> list[Path]:
-    """The runs whose checkpoint a candidate of `parent` and its control train on from: the weights and the
-    AdamW moments a child adopts (`evo.train.checkpoint.adopt_optimizer`) steer every update after."""
+    """The parent's own runs (below a harness revision, the ancestor's whose policy it is): the judge reads
+    their evaluation, and a candidate and its control train on from their checkpoint, whose weights and AdamW
+    moments (`evo.train.checkpoint.adopt_optimizer`) steer every update after."""
     return [artifact_dir(root, settings, name) for name in V.policy_source(records, parent)]
 
 

@@ -138,7 +138,7 @@ def adopt_optimizer(folder: str | Path, engine) -> str | None:
     if not (folder / STATE_JSON).is_file() or not (folder / STATE_TENSORS).is_file():
         return "the checkpoint holds weights only"
     try:
-        info = json.loads((folder / STATE_JSON).read_text(encoding="utf-8"))
+        info = read_state(folder)
         tensors = load_file(str(folder / STATE_TENSORS))
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error type
         raise TrainError(f"{folder}: the checkpoint to start from has an unreadable optimizer state "

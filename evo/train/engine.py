@@ -279,7 +279,7 @@ class TorchEngine:
                     torch.is_tensor(v) and v.dim() and tuple(v.shape) != tuple(flat[i].shape) for v in slots.values()):
                 return f"its optimizer state does not fit this model (parameter {i})"
         own = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
-        self.load_optimizer_state({"state": state.get("state") or {},
+        self.load_optimizer_state({"state": state["state"],
                                    "param_groups": [{**mine, "params": list(theirs["params"])}
                                                     for mine, theirs in zip(own, groups)]})
         return None
