@@ -13,6 +13,13 @@ waiting for the other rank and gathering its rows), leaving out step 0
 rounds so machine load drifts equally on both; the figure is the total over
 rounds.
 
+The ceiling, measured in the same rounds: two independent `--nproc 1` runs of
+the same recipe at once (no communication at all), their summed steady
+throughput over the one-rank figure. It is what two one-thread processes get
+out of this machine's two vCPUs; when it is below the goal, no data-parallel
+code can meet the goal here, and `ratio / ceiling` says how much of what the
+machine allows the 2-rank run reaches.
+
     .venv/bin/python bench/data_parallel.py [--rounds 2] [--steps 5]
 
 Ends with one JSON line: figures, the goal (ratio >= 1.6 at 2 ranks) and "met".
@@ -47,20 +54,37 @@ def recipe(steps: int) -> dict:
     }
 
 
-def train(path: Path, out: Path, nproc: int) -> tuple[float, int, list[float], float]:
-    """(steady seconds, steady trajectories, per-step reward means, wall seconds) of one `evo train`."""
+def _start(path: Path, out: Path, nproc: int) -> subprocess.Popen:
     evo = str(Path(sys.executable).with_name("evo"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    t0 = time.perf_counter()
-    proc = subprocess.run([evo, "train", str(path), "--out", str(out), "--nproc", str(nproc), "--json"],
-                          capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - t0
+    return subprocess.Popen([evo, "train", str(path), "--out", str(out), "--nproc", str(nproc), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _finish(proc: subprocess.Popen, out: Path, nproc: int) -> tuple[float, int, list[float]]:
+    """(steady seconds, steady trajectories, per-step reward means) of one finished `evo train`."""
+    stdout, stderr = proc.communicate()
     if proc.returncode != 0:
-        raise SystemExit(f"evo train --nproc {nproc} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
+        raise SystemExit(f"evo train --nproc {nproc} failed: {(stderr or stdout).strip().splitlines()[-1]}")
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steady = metrics[1:]
-    return (sum(m["time/step_s"] for m in steady), len(steady) * PROMPTS * SAMPLES,
-            [m["reward/mean"] for m in metrics], wall)
+    return sum(m["time/step_s"] for m in steady), len(steady) * PROMPTS * SAMPLES, [m["reward/mean"] for m in metrics]
+
+
+def train(path: Path, out: Path, nproc: int) -> tuple[float, int, list[float], float]:
+    """(steady seconds, steady trajectories, per-step reward means, wall seconds) of one `evo train`."""
+    t0 = time.perf_counter()
+    result = _finish(_start(path, out, nproc), out, nproc)
+    return (*result, time.perf_counter() - t0)
+
+
+def two_at_once(path: Path, outs: tuple[Path, Path]) -> tuple[float, int]:
+    """Two independent one-rank runs at once: (seconds, trajectories) whose ratio is their combined steady rate."""
+    procs = [_start(path, out, 1) for out in outs]
+    results = [_finish(p, out, 1) for p, out in zip(procs, outs)]
+    rate = sum(t / s for s, t, _ in results)  # both run at the same time: their rates add
+    trajectories = sum(t for _, t, _ in results)
+    return trajectories / rate, trajectories
 
 
 def main() -> None:
@@ -72,6 +96,7 @@ def main() -> None:
     path = work / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe(args.steps)))
     totals = {1: [0.0, 0, 0.0], 2: [0.0, 0, 0.0]}
+    pair = [0.0, 0]  # two one-rank runs at once: seconds, trajectories
     same_work = True
     try:
         for r in range(args.rounds):
@@ -84,15 +109,23 @@ def main() -> None:
                 print(f"round {r}: {nproc} rank(s): {trajectories / seconds:7.1f} trajectories/s "
                       f"(steady steps {seconds:.2f} s, process wall {wall:.1f} s)")
             same_work &= rewards[1] == rewards[2]
+            seconds, trajectories = two_at_once(path, (work / f"pair-{r}-a", work / f"pair-{r}-b"))
+            pair[0] += seconds
+            pair[1] += trajectories
+            print(f"round {r}: two one-rank runs at once: {trajectories / seconds:7.1f} trajectories/s together")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rate = {n: totals[n][1] / totals[n][0] for n in (1, 2)}
     ratio = rate[2] / rate[1]
+    ceiling = pair[1] / pair[0] / rate[1]
     print(f"1 rank: {rate[1]:.1f} trajectories/s; 2 ranks: {rate[2]:.1f} trajectories/s; "
           f"ratio {ratio:.2f} (goal >= {GOAL_RATIO}); same trajectories: {same_work}")
+    print(f"ceiling: two independent one-rank runs at once reach {ceiling:.2f}x one alone; "
+          f"the 2-rank run reaches {ratio / ceiling:.0%} of it")
     print(json.dumps({
         "trajectories_per_s_1_rank": round(rate[1], 2), "trajectories_per_s_2_ranks": round(rate[2], 2),
         "ratio_2_vs_1_rank": round(ratio, 3), "goal_ratio": GOAL_RATIO,
+        "ceiling_two_independent_runs": round(ceiling, 3), "share_of_ceiling": round(ratio / ceiling, 3),
         "wall_s_1_rank": round(totals[1][2], 1), "wall_s_2_ranks": round(totals[2][2], 1),
         "steps": args.steps, "rounds": args.rounds, "trajectories_per_step": PROMPTS * SAMPLES,
         "same_rewards": same_work, "cpus": os.cpu_count(),
