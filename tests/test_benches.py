@@ -45,6 +45,8 @@ def test_bench_runs_and_reports(script, tmp_path):
     if script == "attribution.py":
         assert result["aa_pairs"] == 3 and 0.0 <= result["aa_false_improvement_rate"] <= 1.0
         assert result["improvements"] == len(result["checks"])
+    if script == "data_parallel.py":  # the two sides did the same work, and the machine's ceiling was measured
+        assert result["same_rewards"] is True and result["ceiling_two_independent_runs"] > 0, result
 
 
 @pytest.mark.slow
