@@ -15,7 +15,7 @@ rounds.
 
 The ceiling, measured in the same rounds: two independent `--nproc 1` runs of
 the same recipe at once (no communication at all), their summed steady
-throughput over the one-rank figure. It is what two one-thread processes get
+throughput (the mean over rounds) over the one-rank figure. It is what two one-thread processes get
 out of this machine's two vCPUs; when it is below the goal, no data-parallel
 code can meet the goal here, and `ratio / ceiling` says how much of what the
 machine allows the 2-rank run reaches.
@@ -78,13 +78,10 @@ def train(path: Path, out: Path, nproc: int) -> tuple[float, int, list[float], f
     return (*result, time.perf_counter() - t0)
 
 
-def two_at_once(path: Path, outs: tuple[Path, Path]) -> tuple[float, int]:
-    """Two independent one-rank runs at once: (seconds, trajectories) whose ratio is their combined steady rate."""
+def two_at_once(path: Path, outs: tuple[Path, Path]) -> float:
+    """Two independent one-rank runs at once: their combined steady trajectories/s (running together, rates add)."""
     procs = [_start(path, out, 1) for out in outs]
-    results = [_finish(p, out, 1) for p, out in zip(procs, outs)]
-    rate = sum(t / s for s, t, _ in results)  # both run at the same time: their rates add
-    trajectories = sum(t for _, t, _ in results)
-    return trajectories / rate, trajectories
+    return sum(trajectories / seconds for seconds, trajectories, _ in (_finish(p, out, 1) for p, out in zip(procs, outs)))
 
 
 def main() -> None:
@@ -96,7 +93,7 @@ def main() -> None:
     path = work / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe(args.steps)))
     totals = {1: [0.0, 0, 0.0], 2: [0.0, 0, 0.0]}
-    pair = [0.0, 0]  # two one-rank runs at once: seconds, trajectories
+    pair_rates = []  # two one-rank runs at once: their combined trajectories/s, per round
     same_work = True
     try:
         for r in range(args.rounds):
@@ -109,15 +106,13 @@ def main() -> None:
                 print(f"round {r}: {nproc} rank(s): {trajectories / seconds:7.1f} trajectories/s "
                       f"(steady steps {seconds:.2f} s, process wall {wall:.1f} s)")
             same_work &= rewards[1] == rewards[2]
-            seconds, trajectories = two_at_once(path, (work / f"pair-{r}-a", work / f"pair-{r}-b"))
-            pair[0] += seconds
-            pair[1] += trajectories
-            print(f"round {r}: two one-rank runs at once: {trajectories / seconds:7.1f} trajectories/s together")
+            pair_rates.append(two_at_once(path, (work / f"pair-{r}-a", work / f"pair-{r}-b")))
+            print(f"round {r}: two one-rank runs at once: {pair_rates[-1]:7.1f} trajectories/s together")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rate = {n: totals[n][1] / totals[n][0] for n in (1, 2)}
     ratio = rate[2] / rate[1]
-    ceiling = pair[1] / pair[0] / rate[1]
+    ceiling = sum(pair_rates) / len(pair_rates) / rate[1]
     print(f"1 rank: {rate[1]:.1f} trajectories/s; 2 ranks: {rate[2]:.1f} trajectories/s; "
           f"ratio {ratio:.2f} (goal >= {GOAL_RATIO}); same trajectories: {same_work}")
     print(f"ceiling: two independent one-rank runs at once reach {ceiling:.2f}x one alone; "

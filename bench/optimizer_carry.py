@@ -32,9 +32,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "calc-tiny.yaml")
     parser.add_argument("--seeds", type=int, default=6, help="continuation seeds (0..N-1)")
-    parser.add_argument("--dir", type=Path, default=None, help="keep the runs here")
+    parser.add_argument("--dir", type=Path, default=None, help="keep the runs here (default: a temporary folder, removed)")
     args = parser.parse_args()
+    work = args.dir or Path(tempfile.mkdtemp(prefix="evo-bench-optimizer-carry-"))
+    try:
+        report(args, work)
+    finally:
+        if args.dir is None:  # 13 runs with checkpoints: not left on a shared disk
+            shutil.rmtree(work, ignore_errors=True)
 
+
+def report(args, work: Path) -> None:
     import numpy as np
     from scipy.stats import t as student_t
 
@@ -43,7 +51,6 @@ def main() -> None:
     from evo.train.checkpoint import STATE_JSON, STATE_TENSORS
     from evo.train.run import train_recipe
 
-    work = args.dir or Path(tempfile.mkdtemp(prefix="evo-bench-optimizer-carry-"))
     recipe = load_recipe(args.recipe)
     steps = int(recipe["grpo"]["steps"])
     parent = train_recipe(with_seed(recipe, 0), work / "v0", version="v0", progress=False)
@@ -64,7 +71,7 @@ def main() -> None:
     print(f"{recipe['name']}: v0 {v0:.3f}; {steps} more steps under {args.seeds} seeds: "
           f"adopted moments {np.mean(adopted):.3f}, fresh optimizer {np.mean(fresh):.3f}; "
           f"paired difference {diff.mean():+.3f}" + (f" ± {half:.3f}" if half is not None else ""))
-    print(json.dumps({"bench": "optimizer_carry", "recipe": recipe["name"], "runs": str(work), "steps": steps,
+    print(json.dumps({"bench": "optimizer_carry", "recipe": recipe["name"], "runs": str(args.dir) if args.dir else None, "steps": steps,
                       "v0_avg_at_k": v0, "adopted": adopted, "fresh": fresh,
                       "adopted_mean": float(np.mean(adopted)), "fresh_mean": float(np.mean(fresh)),
                       "paired_delta": float(diff.mean()), "paired_half_width_95": half,
