@@ -47,6 +47,9 @@ def test_bench_runs_and_reports(script, tmp_path):
         assert result["improvements"] == len(result["checks"])
     if script == "data_parallel.py":  # the two sides did the same work, and the machine's ceiling was measured
         assert result["same_rewards"] is True and result["ceiling_two_independent_runs"] > 0, result
+        for run in result["seconds_per_step"].values():  # where each step's time went, summing to the step
+            assert run["generate"] > 0 and run["train"] > 0, result
+            assert run["generate"] + run["train"] + run["other"] == pytest.approx(run["step"], abs=1e-3), result
 
 
 @pytest.mark.slow
