@@ -14,6 +14,9 @@ stdout) to `rank<R>.log` in a temporary folder, ending with one marker line:
 When a rank fails, `run_training` raises `TrainError` with one line naming the
 rank that failed first and its last log line (a rank that only lost its peers
 in a collective is not the cause), and keeps the folder for the full logs.
+A rank that dies after its `evo-rank-done` (in process-group teardown) fails
+nothing: when every rank reported done and rank 0 wrote the summary, the run
+is complete whatever the launcher's exit code.
 
 Ctrl-C asks the ranks to stop after the current step (a stop file every rank
 polls, so they stop together and checkpoint); a second Ctrl-C terminates them.
@@ -121,16 +124,24 @@ def _launch(recipe, out: Path, init_checkpoint, version, progress, nproc, launch
         proc = subprocess.Popen(_command(launcher, nproc, spec), stdout=None if progress else err, stderr=err,
                                 env=env, start_new_session=True, preexec_fn=_die_with_parent)
         rc = _wait(proc, stop)
-    if rc == 0:
+    markers = _markers(logdir, nproc)
+    if rc == 0 or _finished(markers, nproc, out):
         shutil.rmtree(logdir, ignore_errors=True)
         from evo.train.records import read_json_if
 
         return TrainResult(out, out / "checkpoint", read_json_if(out / "summary.json") or {})
-    markers = _markers(logdir, nproc)
     if stop.exists() and markers and all(kind == STOPPED for kind, _, _ in markers.values()):
         shutil.rmtree(logdir, ignore_errors=True)
         raise KeyboardInterrupt(markers[0][2] if 0 in markers else "stopped; rerun the same command to resume")
     raise TrainError(_failure(logdir, nproc, rc, markers))
+
+
+def _finished(markers: dict, nproc: int, out: Path) -> bool:
+    """Every rank reported its work done and rank 0 wrote the run's summary: the run is complete even when the
+    launcher exits non-zero, because a rank crashed while tearing the process group down after its last
+    collective (seen on CPU under gloo: "terminate called without an active exception", SIGABRT)."""
+    return (len(markers) == nproc and all(kind == DONE for kind, _, _ in markers.values())
+            and (out / "summary.json").exists())
 
 
 def _wait(proc: subprocess.Popen, stop: Path) -> int:

@@ -157,7 +157,7 @@ def test_fsdp2_in_one_process_shards_over_a_world_of_one(one_rank, tmp_path):
 
 
 SITECUSTOMIZE = textwrap.dedent('''
-    """Test-only fault injection into launched ranks: EVO_TEST_FAULT=raise|kill:<rank>:<step>."""
+    """Test-only fault injection into launched ranks: EVO_TEST_FAULT=raise|kill|abort_on_exit:<rank>:<step>."""
     import os
 
     _plan = os.environ.get("EVO_TEST_FAULT")
@@ -166,7 +166,17 @@ SITECUSTOMIZE = textwrap.dedent('''
         if int(os.environ["RANK"]) == int(_rank):
             import evo.train.trainer as _t
 
-            if _kind == "raise":
+            if _kind == "abort_on_exit":  # the rank finishes, then dies tearing the process group down
+                import evo.train.distributed as _d
+
+                _leave = _d.leave
+
+                def leave():
+                    _leave()
+                    os.abort()
+
+                _d.leave = leave
+            elif _kind == "raise":
                 _run = _t.Trainer.run_step
 
                 def run_step(self, step):
@@ -216,6 +226,16 @@ def test_a_rank_that_raises_fails_the_run_in_one_line(tmp_path, faults):
     line = _one_line_and_clean_up(err.value)
     assert line.startswith("training rank 1 of 2 failed: RuntimeError: planted fault on rank 1 at step 0")
     assert not (out / "summary.json").exists() and not (out / "checkpoint").exists()
+
+
+def test_a_rank_that_dies_after_finishing_its_work_leaves_a_finished_run(one_rank, tmp_path, faults):
+    """A rank that crashes in process-group teardown, after its done marker, costs nothing: the run is whole."""
+    faults("abort_on_exit:1:0")
+    out = tmp_path / "run"
+    result = run_training(dp_recipe(), out, progress=False, nproc=2)
+    assert result.summary == json.loads((out / "summary.json").read_text()) and result.summary
+    assert pq.read_table(out / "rollouts.parquet").num_rows == pq.read_table(one_rank / "rollouts.parquet").num_rows
+    assert _max_diff(_weights(one_rank), _weights(out)) <= 1e-5
 
 
 def test_a_killed_two_rank_run_resumes_to_the_uninterrupted_parameters(tmp_path, faults):
