@@ -25,7 +25,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 # One pytest worker per core, whole files per worker (a module's fixtures are built once), each worker's torch on
-# one thread: the tiny model gains little from a second thread, so two workers halve the suite (1589 s -> 943 s here).
+# one thread: the tiny model gains little from a second thread. TEST_WORKERS=1 runs the suite serially.
 TEST_WORKERS ?= auto
 test: setup lint
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not gpu"

@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -72,38 +73,52 @@ def _start(path: Path, out: Path, nproc: int) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def _finish(proc: subprocess.Popen, out: Path, nproc: int) -> tuple[float, int, list[float], dict]:
-    """(steady seconds, steady trajectories, per-step reward means, steady seconds per phase) of one `evo train`."""
+@dataclass
+class Run:
+    """The steady steps (1..N-1) of one finished `evo train`, as rank 0 recorded them."""
+
+    seconds: float  # sum of time/step_s
+    trajectories: int
+    rewards: list[float]  # reward/mean of every step
+    phases: dict[str, float]  # sum of time/<phase>_s
+    wall: float = 0.0  # the process, start-up included
+
+    @property
+    def rate(self) -> float:
+        return self.trajectories / self.seconds
+
+
+def _finish(proc: subprocess.Popen, out: Path, nproc: int) -> Run:
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"evo train --nproc {nproc} failed: {(stderr or stdout).strip().splitlines()[-1]}")
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steady = metrics[1:]
-    phases = {phase: sum(m[f"time/{phase}_s"] for m in steady) for phase in PHASES}
-    return (sum(m["time/step_s"] for m in steady), len(steady) * PROMPTS * SAMPLES,
-            [m["reward/mean"] for m in metrics], phases)
+    return Run(sum(m["time/step_s"] for m in steady), len(steady) * PROMPTS * SAMPLES,
+               [m["reward/mean"] for m in metrics],
+               {phase: sum(m[f"time/{phase}_s"] for m in steady) for phase in PHASES})
 
 
-def train(path: Path, out: Path, nproc: int) -> tuple[float, int, list[float], dict, float]:
-    """(steady seconds, steady trajectories, per-step reward means, seconds per phase, wall seconds) of one run."""
+def train(path: Path, out: Path, nproc: int) -> Run:
     t0 = time.perf_counter()
-    result = _finish(_start(path, out, nproc), out, nproc)
-    return (*result, time.perf_counter() - t0)
+    run = _finish(_start(path, out, nproc), out, nproc)
+    run.wall = time.perf_counter() - t0
+    return run
 
 
-def two_at_once(path: Path, outs: tuple[Path, Path]) -> tuple[float, list[tuple[float, dict]]]:
-    """Two independent one-rank runs at once: their combined steady trajectories/s (running together, rates add),
-    and each run's (steady seconds, seconds per phase)."""
+def two_at_once(path: Path, outs: tuple[Path, Path]) -> list[Run]:
+    """Two independent one-rank runs started together (running at once, their rates add)."""
     procs = [_start(path, out, 1) for out in outs]
-    done = [_finish(p, out, 1) for p, out in zip(procs, outs)]
-    return sum(trajectories / seconds for seconds, trajectories, _, _ in done), [(d[0], d[3]) for d in done]
+    return [_finish(p, out, 1) for p, out in zip(procs, outs)]
 
 
-def per_step(seconds: float, phases: dict, steps: int) -> dict:
-    """Mean seconds per steady step: the whole step, each recorded phase, and the rest."""
-    out = {"step": seconds / steps, **{phase: phases[phase] / steps for phase in PHASES}}
+def per_step(runs: list[Run]) -> dict:
+    """Mean seconds per steady step over `runs`: the whole step, each recorded phase, and the rest."""
+    steps = sum(r.trajectories for r in runs) / (PROMPTS * SAMPLES)
+    out = {"step": sum(r.seconds for r in runs) / steps,
+           **{phase: sum(r.phases[phase] for r in runs) / steps for phase in PHASES}}
     out["other"] = out["step"] - sum(out[phase] for phase in PHASES)
-    return {k: round(v, 4) for k, v in out.items()}
+    return out
 
 
 def main() -> None:
@@ -114,48 +129,34 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="evo-bench-dp-"))
     path = work / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe(args.steps)))
-    totals = {1: [0.0, 0, 0.0], 2: [0.0, 0, 0.0]}
-    phase_totals = {key: dict.fromkeys(PHASES, 0.0) for key in (1, 2, "pair")}
-    pair_seconds = 0.0
+    runs: dict[str, list[Run]] = {"1_rank": [], "2_ranks": [], "one_of_two_at_once": []}
     pair_rates = []  # two one-rank runs at once: their combined trajectories/s, per round
     same_work = True
     try:
         for r in range(args.rounds):
-            rewards = {}
-            for nproc in (1, 2):
-                seconds, trajectories, rewards[nproc], phases, wall = train(path, work / f"run-{r}-{nproc}", nproc)
-                for phase in PHASES:
-                    phase_totals[nproc][phase] += phases[phase]
-                totals[nproc][0] += seconds
-                totals[nproc][1] += trajectories
-                totals[nproc][2] += wall
-                print(f"round {r}: {nproc} rank(s): {trajectories / seconds:7.1f} trajectories/s "
-                      f"(steady steps {seconds:.2f} s, process wall {wall:.1f} s)")
-            same_work &= rewards[1] == rewards[2]
-            rate_together, each = two_at_once(path, (work / f"pair-{r}-a", work / f"pair-{r}-b"))
-            pair_rates.append(rate_together)
-            for seconds, phases in each:
-                pair_seconds += seconds
-                for phase in PHASES:
-                    phase_totals["pair"][phase] += phases[phase]
+            for nproc, key in ((1, "1_rank"), (2, "2_ranks")):
+                run = train(path, work / f"run-{r}-{nproc}", nproc)
+                runs[key].append(run)
+                print(f"round {r}: {nproc} rank(s): {run.rate:7.1f} trajectories/s "
+                      f"(steady steps {run.seconds:.2f} s, process wall {run.wall:.1f} s)")
+            same_work &= runs["1_rank"][-1].rewards == runs["2_ranks"][-1].rewards
+            pair = two_at_once(path, (work / f"pair-{r}-a", work / f"pair-{r}-b"))
+            runs["one_of_two_at_once"] += pair
+            pair_rates.append(sum(run.rate for run in pair))
             print(f"round {r}: two one-rank runs at once: {pair_rates[-1]:7.1f} trajectories/s together")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rate = {n: totals[n][1] / totals[n][0] for n in (1, 2)}
-    steady_steps = args.rounds * (args.steps - 1)  # per run
-    seconds_per_step = {
-        "1_rank": per_step(totals[1][0], phase_totals[1], steady_steps),
-        "2_ranks": per_step(totals[2][0], phase_totals[2], steady_steps),
-        "one_of_two_at_once": per_step(pair_seconds, phase_totals["pair"], 2 * steady_steps),
-    }
+    rate = {key: sum(r.trajectories for r in runs[key]) / sum(r.seconds for r in runs[key])
+            for key in ("1_rank", "2_ranks")}
+    ratio = rate["2_ranks"] / rate["1_rank"]
+    ceiling = sum(pair_rates) / len(pair_rates) / rate["1_rank"]
+    seconds_per_step = {key: per_step(group) for key, group in runs.items()}
     # The 2-rank step as measured, but with its training phase exactly half of what one of two independent runs
     # trains in (both cores busy): how far a perfect split of the update alone could take the ratio.
     two = seconds_per_step["2_ranks"]
     perfect_split = seconds_per_step["1_rank"]["step"] / (
         two["step"] - two["train"] + seconds_per_step["one_of_two_at_once"]["train"] / 2)
-    ratio = rate[2] / rate[1]
-    ceiling = sum(pair_rates) / len(pair_rates) / rate[1]
-    print(f"1 rank: {rate[1]:.1f} trajectories/s; 2 ranks: {rate[2]:.1f} trajectories/s; "
+    print(f"1 rank: {rate['1_rank']:.1f} trajectories/s; 2 ranks: {rate['2_ranks']:.1f} trajectories/s; "
           f"ratio {ratio:.2f} (goal >= {GOAL_RATIO}); same trajectories: {same_work}")
     print(f"ceiling: two independent one-rank runs at once reach {ceiling:.2f}x one alone; "
           f"the 2-rank run reaches {ratio / ceiling:.0%} of it")
@@ -164,11 +165,13 @@ def main() -> None:
         print(f"seconds per steady step, {name.replace('_', ' ')}: "
               + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
     print(json.dumps({
-        "trajectories_per_s_1_rank": round(rate[1], 2), "trajectories_per_s_2_ranks": round(rate[2], 2),
+        "trajectories_per_s_1_rank": round(rate["1_rank"], 2), "trajectories_per_s_2_ranks": round(rate["2_ranks"], 2),
         "ratio_2_vs_1_rank": round(ratio, 3), "goal_ratio": GOAL_RATIO,
         "ceiling_two_independent_runs": round(ceiling, 3), "share_of_ceiling": round(ratio / ceiling, 3),
-        "wall_s_1_rank": round(totals[1][2], 1), "wall_s_2_ranks": round(totals[2][2], 1),
-        "seconds_per_step": seconds_per_step, "ratio_if_update_split_perfectly": round(perfect_split, 3),
+        "wall_s_1_rank": round(sum(r.wall for r in runs["1_rank"]), 1),
+        "wall_s_2_ranks": round(sum(r.wall for r in runs["2_ranks"]), 1),
+        "seconds_per_step": {key: {k: round(v, 4) for k, v in parts.items()} for key, parts in seconds_per_step.items()},
+        "ratio_if_update_split_perfectly": round(perfect_split, 3),
         "steps": args.steps, "rounds": args.rounds, "trajectories_per_step": PROMPTS * SAMPLES,
         "same_rewards": same_work, "cpus": os.cpu_count(),
         "met": bool(ratio >= GOAL_RATIO and same_work),

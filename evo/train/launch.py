@@ -124,7 +124,7 @@ def _launch(recipe, out: Path, init_checkpoint, version, progress, nproc, launch
         proc = subprocess.Popen(_command(launcher, nproc, spec), stdout=None if progress else err, stderr=err,
                                 env=env, start_new_session=True, preexec_fn=_die_with_parent)
         rc = _wait(proc, stop)
-    markers = _markers(logdir, nproc)
+    markers = {} if rc == 0 else _markers(logdir, nproc)
     if rc == 0 or _finished(markers, nproc, out):
         shutil.rmtree(logdir, ignore_errors=True)
         from evo.train.records import read_json_if
