@@ -23,7 +23,10 @@ machine allows the 2-rank run reaches.
 Where the time goes, per steady step: the whole step, its `time/generate_s`
 (sampling) and `time/train_s` (the update, the synced backward included) as
 rank 0 records them, and the rest (scoring, gathering rows, writing), for the
-one-rank run, the two-rank run and one of the two runs at once. Sampling that
+one-rank run, the two-rank run and one of the two runs at once; within the
+update, `time/sync_s` (the gradient reduction's own cost) and
+`time/rank_wait_s` (the first rank's wait for the other, whose shard took
+longer). Sampling that
 does not halve with half the rows, and training that is slower per row with
 both cores busy, are what keep the ratio below 2. `ratio_if_update_split_perfectly`
 is the 2-rank step with its training phase replaced by half of what one of the
@@ -53,6 +56,7 @@ import yaml
 GOAL_RATIO = 1.6
 PROMPTS, SAMPLES = 32, 8
 PHASES = ("generate", "train")  # the parts of `time/step_s` each step records (the rest: scoring, gathering, writing)
+WITHIN_TRAIN = ("sync", "rank_wait")  # parts of `time/train_s`: the gradient reduction, the wait for the other rank
 
 
 def recipe(steps: int) -> dict:
@@ -80,7 +84,7 @@ class Run:
     seconds: float  # sum of time/step_s
     trajectories: int
     rewards: list[float]  # reward/mean of every step
-    phases: dict[str, float]  # sum of time/<phase>_s
+    phases: dict[str, float]  # sum of time/<phase>_s (PHASES and WITHIN_TRAIN)
     wall: float = 0.0  # the process, start-up included
 
     @property
@@ -96,7 +100,7 @@ def _finish(proc: subprocess.Popen, out: Path, nproc: int) -> Run:
     steady = metrics[1:]
     return Run(sum(m["time/step_s"] for m in steady), len(steady) * PROMPTS * SAMPLES,
                [m["reward/mean"] for m in metrics],
-               {phase: sum(m[f"time/{phase}_s"] for m in steady) for phase in PHASES})
+               {phase: sum(m[f"time/{phase}_s"] for m in steady) for phase in PHASES + WITHIN_TRAIN})
 
 
 def train(path: Path, out: Path, nproc: int) -> Run:
@@ -113,10 +117,11 @@ def two_at_once(path: Path, outs: tuple[Path, Path]) -> list[Run]:
 
 
 def per_step(runs: list[Run]) -> dict:
-    """Mean seconds per steady step over `runs`: the whole step, each recorded phase, and the rest."""
+    """Mean seconds per steady step over `runs`: the whole step, each recorded phase, the rest, and the parts of
+    the update spent reducing gradients and waiting for the other rank."""
     steps = sum(r.trajectories for r in runs) / (PROMPTS * SAMPLES)
     out = {"step": sum(r.seconds for r in runs) / steps,
-           **{phase: sum(r.phases[phase] for r in runs) / steps for phase in PHASES}}
+           **{phase: sum(r.phases[phase] for r in runs) / steps for phase in PHASES + WITHIN_TRAIN}}
     out["other"] = out["step"] - sum(out[phase] for phase in PHASES)
     return out
 

@@ -50,6 +50,9 @@ def test_bench_runs_and_reports(script, tmp_path):
         for run in result["seconds_per_step"].values():  # where each step's time went, summing to the step
             assert run["generate"] > 0 and run["train"] > 0, result
             assert run["generate"] + run["train"] + run["other"] == pytest.approx(run["step"], abs=1e-3), result
+            assert 0 <= run["sync"] <= run["train"] and run["rank_wait"] >= 0, result  # parts of the update
+        two, one = result["seconds_per_step"]["2_ranks"], result["seconds_per_step"]["1_rank"]
+        assert two["sync"] > 0 and one["sync"] == one["rank_wait"] == 0, result  # only ranks reduce gradients
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ number of backward calls (the shorter ones pad with zero-valued backwards).
 from __future__ import annotations
 
 import os
+import time
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -161,6 +162,7 @@ class TorchEngine:
         old_cache: list[torch.Tensor | None] = []
         ref_cache: list[torch.Tensor | None] = []
         losses, norms, updated = [], [], 0
+        sync_s = 0.0  # seconds in the synced backwards: the reduction, and the wait for the other ranks to reach it
         self.model.train()
         for it in range(iterations):
             self._zero_grad()
@@ -183,7 +185,9 @@ class TorchEngine:
                         self._backward(self._zero_loss(batch), sync=False)
                     total_loss += float(loss.detach())
                 if reduce_once and learns:  # the one backward that reduces this update's gradients
+                    t0 = time.perf_counter()
                     self._backward(self._zero_loss(batch), sync=True)
+                    sync_s += time.perf_counter() - t0
                     any_grad = True
             losses.append(total_loss)
             if not any_grad and learns:
@@ -204,6 +208,7 @@ class TorchEngine:
             "lr": self.lr,
             "updates": updated,
             "rows_computed": len(rows),
+            "sync_s": sync_s,
             "per_traj": {k: v.tolist() for k, v in per_traj.items()},
         }
 

@@ -162,17 +162,21 @@ class Trainer:
                 per["entropy"][i] = t.info["entropy_sum"] / t.info["entropy_tokens"]
         rows = [self._row(step, t, rewards[i], float(adv[i]), d, {k: per[k][i] for k in per})
                 for i, (t, d) in enumerate(zip(trajs, decisions))]
-        gathered = self.ranks.gather(rows)
+        gathered = self.ranks.gather((rows, stats["sync_s"]))
         if not self.ranks.main:
             return {}
-        rows = sorted((r for part in gathered for r in part), key=lambda r: (r["group"], r["sample"]))
+        rows = sorted((r for part, _ in gathered for r in part), key=lambda r: (r["group"], r["sample"]))
+        # The rank that reaches the synced backward last waits for no one: its time there is the reduction's
+        # cost, and the first rank waits that much plus the difference in their shards' work.
+        sync = [seconds for _, seconds in gathered]
         write_table(rows, rollout_schema(self.components), self.parts / f"step-{step:06d}.parquet")
         metrics = self._metrics(step, rows, stats, sampled)
         step_s = time.perf_counter() - t0
         self.totals["tokens_generated"] += metrics["gen/tokens"]
         self.totals["tokens_trained"] += sum(r["num_tokens"] for r in rows if _contributes(r)) * stats["updates"]
         self.totals["wall_s"] += step_s
-        metrics.update({"time/step_s": step_s, "time/generate_s": t_gen, "time/train_s": t_train})
+        metrics.update({"time/step_s": step_s, "time/generate_s": t_gen, "time/train_s": t_train,
+                        "time/sync_s": min(sync), "time/rank_wait_s": max(sync) - min(sync)})
         append_metrics(metrics, self.out / "metrics.jsonl")
         self.last_metrics = metrics
         return metrics

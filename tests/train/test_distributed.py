@@ -96,6 +96,9 @@ def test_two_ranks_train_exactly_the_one_rank_step(one_rank, two_ranks_ddp):
 
     (m1,), (m2,) = read_metrics(one_rank / "metrics.jsonl"), read_metrics(two_ranks_ddp / "metrics.jsonl")
     assert m1.keys() == m2.keys()
+    # Only ranks reduce gradients; the reduction is part of the update, the wait for the other rank never negative.
+    assert m1["time/sync_s"] == m1["time/rank_wait_s"] == 0 and m2["time/sync_s"] > 0
+    assert m2["time/sync_s"] <= m2["time/train_s"] and m2["time/rank_wait_s"] >= 0
     for k in m1:
         if not k.startswith("time/"):
             assert m1[k] == pytest.approx(m2[k], rel=1e-4, abs=1e-6), k
