@@ -10,6 +10,8 @@ buckets. So no collective may hide in a forward pass:
   hooks are idle unless a forward went through the wrapper); each update then
   ends with one zero-valued backward through the wrapper, which all-reduces
   the accumulated gradients. Every rank makes exactly that one synced backward.
+  The wrapper holds `ZeroReach`, not the model: its forward reaches every
+  parameter without running the model.
 - FSDP2 (`torch.distributed.fsdp.fully_shard`, per decoder layer and the root):
   parameters are gathered once for the work of an update or a rollout
   (`full_parameters`: unshard, no reshard after forward or backward) and
@@ -31,11 +33,30 @@ from contextlib import contextmanager
 import torch
 
 
+class ZeroReach(torch.nn.Module):
+    """What DDP wraps: a forward that is a loss of exactly 0 reaching every trainable parameter, without the model.
+
+    Real micro-batches run on the plain model, so DDP's only forward is the
+    synced backward's. Through the model that costs a one-token forward and
+    backward (7 ms for the tiny default on one CPU thread, more for a real
+    model); here it is one element of each parameter. Its gradient is exactly
+    zero even where a parameter is inf or NaN.
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self) -> torch.Tensor:
+        firsts = [p.reshape(-1)[0].float() for p in self.model.parameters() if p.requires_grad]
+        return torch.stack(firsts).sum() * 0.0  # ()
+
+
 def wrap_ddp(model, ranks):
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [ranks.device.index] if ranks.device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+    return DistributedDataParallel(ZeroReach(model), device_ids=ids, broadcast_buffers=False)
 
 
 def shard_fsdp(model, ranks) -> None:
@@ -128,5 +149,7 @@ def load_full_optimizer_state(model, optimizer, state: dict) -> None:
 
 def zero_loss(module, pad_id: int, device) -> torch.Tensor:
     """A loss of exactly 0 whose backward reaches every parameter: the synced backward of an update."""
+    if isinstance(getattr(module, "module", None), ZeroReach):  # DDP
+        return module()
     out = module(input_ids=torch.tensor([[int(pad_id)]], device=device), use_cache=False)
     return out.logits.float().sum() * 0.0  # ()

@@ -291,3 +291,22 @@ def test_deepspeed_two_ranks_train_the_one_rank_step_and_resume(tmp_path, faults
     os.environ.pop("EVO_TEST_FAULT")
     assert run_training(longer, tmp_path / "resumed", progress=False, nproc=2).summary["resumed_from_step"] == 1
     assert _max_diff(_weights(tmp_path / "straight"), _weights(tmp_path / "resumed")) <= 1e-6
+
+
+def test_the_synced_backward_reaches_every_parameter_with_an_exactly_zero_gradient():
+    """DDP's one forward (`ZeroReach`): every trainable parameter gets a gradient (DDP requires it), all exactly 0,
+    even where a parameter is inf; a frozen one gets none."""
+    import torch
+
+    from evo.train.parallel import ZeroReach
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2).to(torch.bfloat16))
+    with torch.no_grad():
+        model[0].weight[0, 0] = float("inf")
+    model[1].bias.requires_grad_(False)
+    ZeroReach(model)().backward()
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and p.grad.shape == p.shape and not p.grad.any(), name
+        else:
+            assert p.grad is None, name
