@@ -133,6 +133,6 @@ def leave() -> None:
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        (_CURRENT or Ranks(world=dist.get_world_size())).barrier()  # over the CPU group when NCCL holds gradients
+        dist.barrier(group=_CURRENT.group if _CURRENT else None)  # over the CPU group when NCCL holds gradients
         dist.destroy_process_group()
     _CURRENT = None
