@@ -85,6 +85,7 @@ class Grpo(_Section):
     micro_batch_size: int
     engine: str
     fsdp: bool
+    balance_ranks: bool
     checkpoint_every: int
     deepspeed: Mapping[str, Any] | None = None
 

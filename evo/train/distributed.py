@@ -68,6 +68,18 @@ class Ranks:
         torch.distributed.gather_object(obj, out, dst=0, group=self.group)
         return out
 
+    def all_gather(self, obj) -> list:
+        """Every rank's `obj` on every rank, in rank order."""
+        if self.world == 1:
+            return [obj]
+        out = [None] * self.world
+        torch.distributed.all_gather_object(out, obj, group=self.group)
+        return out
+
+    def exchange(self, outgoing: Sequence[list]) -> list[list]:
+        """Point to point in one collective: `outgoing[r]` goes to rank r; returns what each rank sent here."""
+        return [parts[self.rank] for parts in self.all_gather(list(outgoing))]
+
     def broadcast(self, obj):
         """Rank 0's `obj` on every rank."""
         if self.world == 1:

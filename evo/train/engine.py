@@ -126,25 +126,33 @@ class TorchEngine:
         return float(self.optimizer.param_groups[0]["lr"])
 
     # -- the update ---------------------------------------------------------------------------------
-    def _plan(self, batch: TrainBatch, use_ref: bool) -> list[int]:
-        """Rows that need a forward pass.
+    @property
+    def _uses_ref(self) -> bool:
+        return self.ref_model is not None and self.grpo.kl_coef > 0
+
+    def computes(self, weights: list[float], advantages: list[float]) -> list[bool]:
+        """Which rows of a batch need a forward pass.
 
         Without a KL term a trajectory with advantage 0 has an exactly zero
         gradient, and a zero-weight one (filtered, masked) never enters the loss:
         neither is computed. With a reference model every row is, for its KL.
         """
-        if use_ref:
-            return list(range(batch.size))
-        weights, advantages = batch.weights.tolist(), batch.advantages.tolist()
-        return [i for i in range(batch.size) if weights[i] > 0 and advantages[i] != 0]
+        if self._uses_ref:
+            return [True] * len(weights)
+        return [w > 0 and a != 0 for w, a in zip(weights, advantages)]
+
+    def _plan(self, batch: TrainBatch) -> list[int]:
+        """The rows this rank computes (`computes`)."""
+        flags = self.computes(batch.weights.tolist(), batch.advantages.tolist())
+        return [i for i, f in enumerate(flags) if f]
 
     def train_step(self, batch: TrainBatch) -> dict:
         """Run `num_iterations` updates on `batch` (this rank's shard); returns scalar and per-trajectory stats."""
         n = batch.size
         iterations = self.grpo.num_iterations
         kl_coef = self.grpo.kl_coef
-        use_ref = self.ref_model is not None and kl_coef > 0
-        rows = self._plan(batch, use_ref)
+        use_ref = self._uses_ref
+        rows = self._plan(batch)
         mb = max(1, self.grpo.micro_batch_size)
         chunks = [rows[i: i + mb] for i in range(0, len(rows), mb)]
         # One process with the plain torch engine: every backward is plain. Otherwise real backwards accumulate
@@ -340,9 +348,9 @@ class DeepSpeedEngine(TorchEngine):
                                                                model_parameters=self.model.parameters())
         return optimizer
 
-    def _plan(self, batch, use_ref: bool) -> list[int]:
+    def computes(self, weights: list[float], advantages: list[float]) -> list[bool]:
         # Every trajectory in the loss goes through backward, so DeepSpeed's own step logic always runs.
-        return [i for i in range(batch.size) if use_ref or batch.weights[i] > 0]
+        return [self._uses_ref or w > 0 for w in weights]
 
     def _zero_grad(self) -> None:
         self.ds_engine.zero_grad()

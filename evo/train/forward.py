@@ -163,7 +163,8 @@ def response_logits(model, batch: TrainBatch, rows: Sequence[int], temperature: 
 
 
 # Cost of one extra forward + backward, in units of (row x response token) of padded work: on CPU with
-# the tiny model a forward + backward has the fixed cost of ~80-100 positions. Only the split uses it.
+# the tiny model a forward + backward has the fixed cost of ~80-100 positions. The split uses it, and the
+# ranks' balancing (`evo.train.balance`) to price an update.
 BUCKET_OVERHEAD = 96.0
 
 
@@ -176,6 +177,15 @@ def length_buckets(lengths: Sequence[int], overhead: float | None = None) -> lis
     programme over the distinct lengths, contiguous in sorted order); rows of
     length <= 1 need no response forward at all and cost nothing.
     """
+    return _split(lengths, overhead)[1]
+
+
+def padded_cost(lengths: Sequence[int], overhead: float | None = None) -> float:
+    """What `length_buckets`' split of `lengths` costs: padded positions fed + `overhead` per forward."""
+    return _split(lengths, overhead)[0]
+
+
+def _split(lengths: Sequence[int], overhead: float | None) -> tuple[float, list[list[int]]]:
     overhead = BUCKET_OVERHEAD if overhead is None else overhead
     distinct = sorted(set(lengths), reverse=True)
     count = {d: 0 for d in distinct}
@@ -196,7 +206,7 @@ def length_buckets(lengths: Sequence[int], overhead: float | None = None) -> lis
         members = set(distinct[j: cut[j]])
         buckets.append([i for i, x in enumerate(lengths) if x in members])
         j = cut[j]
-    return buckets
+    return best[0], buckets
 
 
 def _selectable(cache) -> bool:

@@ -10,10 +10,11 @@ at each checkpoint and at the end, so a resumed run can drop the steps it redoes
 Data parallel (`evo.train.distributed`): every rank builds the same Trainer;
 in a step each rank rolls out, scores and filters its shard of the step's
 groups (group ids are positions in the whole step), the loss is normalised
-over every rank's live groups, and the rows reach rank 0, which alone writes
-the shard, computes the metrics from all rows (so they are the one-process
-run's) and writes the checkpoint files. A rollout row records the `rank` that
-sampled it.
+over every rank's live groups, whole groups move between ranks to even out the
+update's work (`evo.train.balance`), and the rows reach rank 0, which alone
+writes the shard, computes the metrics from all rows (so they are the
+one-process run's) and writes the checkpoint files. A rollout row records the
+`rank` that sampled it.
 """
 
 from __future__ import annotations
@@ -141,11 +142,16 @@ class Trainer:
     # -- one step -------------------------------------------------------------------------------
     def run_step(self, step: int) -> dict:
         """One GRPO step on this rank's shard; the step's metrics on rank 0 ({} on the others)."""
+        from evo.train.balance import rebalance
         from evo.train.forward import build_batch
 
         t0 = time.perf_counter()
         # The prompts and seeds of this step in the longer schedule.
         sampled = self.sampler.sample(self.step_offset + step, self.rollout_policy, self._generating)
+        plan = None
+        if self.spec.grpo.balance_ranks:
+            computed = self.engine.computes(sampled.weights.tolist(), sampled.advantages.tolist())
+            sampled, plan = rebalance(sampled, computed, self.ranks, self.spec.grpo.micro_batch_size)
         trajs, rewards, decisions, adv = sampled.trajs, sampled.rewards, sampled.decisions, sampled.advantages
         t_gen = sampled.generate_s
         batch = build_batch(trajs, adv.tolist(), sampled.weights.tolist(), self.policy.tokenizer.pad_token_id)
@@ -176,7 +182,9 @@ class Trainer:
         self.totals["tokens_trained"] += sum(r["num_tokens"] for r in rows if _contributes(r)) * stats["updates"]
         self.totals["wall_s"] += step_s
         metrics.update({"time/step_s": step_s, "time/generate_s": t_gen, "time/train_s": t_train,
-                        "time/sync_s": min(sync), "time/rank_wait_s": max(sync) - min(sync)})
+                        "time/sync_s": min(sync), "time/rank_wait_s": max(sync) - min(sync),
+                        "dist/moved_groups": len(plan.moves) if plan else 0,
+                        "dist/balance_gain": plan.gain if plan else 0.0})
         append_metrics(metrics, self.out / "metrics.jsonl")
         self.last_metrics = metrics
         return metrics
@@ -256,7 +264,7 @@ class Trainer:
             "advantage": advantage, "kept": bool(d.kept), "filter_reason": d.reason, "masked": bool(d.masked),
             "kl": float(per["kl"]), "entropy": float(per["entropy"]),
             "clip_frac_low": float(per["clip_frac_low"]), "clip_frac_high": float(per["clip_frac_high"]),
-            "rank": self.ranks.rank, "generation_batch": int(t.info.get("generation_batch", 0)),
+            "rank": int(t.info.get("rank", self.ranks.rank)), "generation_batch": int(t.info.get("generation_batch", 0)),
             "judge_status": str(t.info.get("judge_status", "")),
         }
         for c in self.components:
