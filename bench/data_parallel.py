@@ -21,9 +21,10 @@ code can meet the goal here, and `ratio / ceiling` says how much of what the
 machine allows the 2-rank run reaches.
 
 Balancing, measured in the same rounds: a third run per round trains at 2 ranks
-with `grpo.balance_ranks: false` (each rank trains the groups it sampled), so
-the effect of moving groups between ranks (`evo.train.balance`) shows in its
-`rank_wait` and its ratio next to the default's.
+with `grpo.balance_ranks: true` (groups move between ranks to even out the
+update, `evo.train.balance`; off by default), so its effect shows in its
+`rank_wait`, its `balance` (the planning and transfer, part of the rest) and
+its ratio next to the default's.
 
 Where the time goes, per steady step: the whole step, its `time/generate_s`
 (sampling) and `time/train_s` (the update, the synced backward included) as
@@ -62,9 +63,10 @@ GOAL_RATIO = 1.6
 PROMPTS, SAMPLES = 32, 8
 PHASES = ("generate", "train")  # the parts of `time/step_s` each step records (the rest: scoring, gathering, writing)
 WITHIN_TRAIN = ("sync", "rank_wait")  # parts of `time/train_s`: the gradient reduction, the wait for the other rank
+WITHIN_OTHER = ("balance",)  # part of the rest: planning and moving groups between ranks (`evo.train.balance`)
 
 
-def recipe(steps: int, balance: bool = True) -> dict:
+def recipe(steps: int, balance: bool = False) -> dict:
     return {
         "name": "bench-data-parallel", "seed": 0,
         "domain": {"name": "arithmetic"},
@@ -89,8 +91,9 @@ class Run:
     seconds: float  # sum of time/step_s
     trajectories: int
     rewards: list[float]  # reward/mean of every step
-    phases: dict[str, float]  # sum of time/<phase>_s (PHASES and WITHIN_TRAIN)
+    phases: dict[str, float]  # sum of time/<phase>_s (PHASES, WITHIN_TRAIN, WITHIN_OTHER)
     moved: int = 0  # groups a rank trained for the other (dist/moved_groups), summed
+    gain: float = 0.0  # the busiest rank's priced update shortened by (dist/balance_gain), summed
     wall: float = 0.0  # the process, start-up included
 
     @property
@@ -106,8 +109,8 @@ def _finish(proc: subprocess.Popen, out: Path, nproc: int) -> Run:
     steady = metrics[1:]
     return Run(sum(m["time/step_s"] for m in steady), len(steady) * PROMPTS * SAMPLES,
                [m["reward/mean"] for m in metrics],
-               {phase: sum(m[f"time/{phase}_s"] for m in steady) for phase in PHASES + WITHIN_TRAIN},
-               sum(m["dist/moved_groups"] for m in steady))
+               {phase: sum(m[f"time/{phase}_s"] for m in steady) for phase in PHASES + WITHIN_TRAIN + WITHIN_OTHER},
+               sum(m["dist/moved_groups"] for m in steady), sum(m["dist/balance_gain"] for m in steady))
 
 
 def train(path: Path, out: Path, nproc: int) -> Run:
@@ -128,7 +131,7 @@ def per_step(runs: list[Run]) -> dict:
     the update spent reducing gradients and waiting for the other rank."""
     steps = sum(r.trajectories for r in runs) / (PROMPTS * SAMPLES)
     out = {"step": sum(r.seconds for r in runs) / steps,
-           **{phase: sum(r.phases[phase] for r in runs) / steps for phase in PHASES + WITHIN_TRAIN}}
+           **{phase: sum(r.phases[phase] for r in runs) / steps for phase in PHASES + WITHIN_TRAIN + WITHIN_OTHER}}
     out["other"] = out["step"] - sum(out[phase] for phase in PHASES)
     return out
 
@@ -139,21 +142,21 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="evo-bench-dp-"))
-    path, unbalanced = work / "recipe.yaml", work / "recipe-unbalanced.yaml"
+    path, balanced = work / "recipe.yaml", work / "recipe-balanced.yaml"
     path.write_text(yaml.safe_dump(recipe(args.steps)))
-    unbalanced.write_text(yaml.safe_dump(recipe(args.steps, balance=False)))
-    runs: dict[str, list[Run]] = {"1_rank": [], "2_ranks": [], "2_ranks_unbalanced": [], "one_of_two_at_once": []}
+    balanced.write_text(yaml.safe_dump(recipe(args.steps, balance=True)))
+    runs: dict[str, list[Run]] = {"1_rank": [], "2_ranks": [], "2_ranks_balanced": [], "one_of_two_at_once": []}
     pair_rates = []  # two one-rank runs at once: their combined trajectories/s, per round
     same_work = True
     try:
         for r in range(args.rounds):
             for nproc, key, recipe_path in ((1, "1_rank", path), (2, "2_ranks", path),
-                                            (2, "2_ranks_unbalanced", unbalanced)):
+                                            (2, "2_ranks_balanced", balanced)):
                 run = train(recipe_path, work / f"run-{r}-{key}", nproc)
                 runs[key].append(run)
                 print(f"round {r}: {key.replace('_', ' ')}: {run.rate:7.1f} trajectories/s "
                       f"(steady steps {run.seconds:.2f} s, process wall {run.wall:.1f} s)")
-            same_work &= runs["1_rank"][-1].rewards == runs["2_ranks"][-1].rewards == runs["2_ranks_unbalanced"][-1].rewards
+            same_work &= runs["1_rank"][-1].rewards == runs["2_ranks"][-1].rewards == runs["2_ranks_balanced"][-1].rewards
             pair = two_at_once(path, (work / f"pair-{r}-a", work / f"pair-{r}-b"))
             runs["one_of_two_at_once"] += pair
             pair_rates.append(sum(run.rate for run in pair))
@@ -161,7 +164,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rate = {key: sum(r.trajectories for r in runs[key]) / sum(r.seconds for r in runs[key])
-            for key in ("1_rank", "2_ranks", "2_ranks_unbalanced")}
+            for key in ("1_rank", "2_ranks", "2_ranks_balanced")}
     ratio = rate["2_ranks"] / rate["1_rank"]
     ceiling = sum(pair_rates) / len(pair_rates) / rate["1_rank"]
     seconds_per_step = {key: per_step(group) for key, group in runs.items()}
@@ -173,10 +176,12 @@ def main() -> None:
     print(f"1 rank: {rate['1_rank']:.1f} trajectories/s; 2 ranks: {rate['2_ranks']:.1f} trajectories/s; "
           f"ratio {ratio:.2f} (goal >= {GOAL_RATIO}); same trajectories: {same_work}")
     steps = {key: sum(r.trajectories for r in runs[key]) / (PROMPTS * SAMPLES) for key in rate}
-    moved = sum(r.moved for r in runs["2_ranks"]) / steps["2_ranks"]
-    print(f"2 ranks without balancing (grpo.balance_ranks: false): "
-          f"{rate['2_ranks_unbalanced']:.1f} trajectories/s, ratio {rate['2_ranks_unbalanced'] / rate['1_rank']:.2f}; "
-          f"with it {moved:.1f} of {PROMPTS} groups moved per step")
+    moved = sum(r.moved for r in runs["2_ranks_balanced"]) / steps["2_ranks_balanced"]
+    gain = sum(r.gain for r in runs["2_ranks_balanced"]) / steps["2_ranks_balanced"]
+    print(f"2 ranks with balancing (grpo.balance_ranks: true): "
+          f"{rate['2_ranks_balanced']:.1f} trajectories/s, ratio {rate['2_ranks_balanced'] / rate['1_rank']:.2f}; "
+          f"{moved:.1f} of {PROMPTS} groups moved per step, shortening the busier rank's priced update by "
+          f"{gain:.1%}")
     print(f"ceiling: two independent one-rank runs at once reach {ceiling:.2f}x one alone; "
           f"the 2-rank run reaches {ratio / ceiling:.0%} of it")
     print(f"with the update split perfectly over the ranks (sampling and the rest as measured): {perfect_split:.2f}x")
@@ -186,8 +191,8 @@ def main() -> None:
     print(json.dumps({
         "trajectories_per_s_1_rank": round(rate["1_rank"], 2), "trajectories_per_s_2_ranks": round(rate["2_ranks"], 2),
         "ratio_2_vs_1_rank": round(ratio, 3), "goal_ratio": GOAL_RATIO,
-        "ratio_2_unbalanced_vs_1_rank": round(rate["2_ranks_unbalanced"] / rate["1_rank"], 3),
-        "moved_groups_per_step": round(moved, 2),
+        "ratio_2_balanced_vs_1_rank": round(rate["2_ranks_balanced"] / rate["1_rank"], 3),
+        "moved_groups_per_step": round(moved, 2), "priced_balance_gain": round(gain, 4),
         "ceiling_two_independent_runs": round(ceiling, 3), "share_of_ceiling": round(ratio / ceiling, 3),
         "wall_s_1_rank": round(sum(r.wall for r in runs["1_rank"]), 1),
         "wall_s_2_ranks": round(sum(r.wall for r in runs["2_ranks"]), 1),

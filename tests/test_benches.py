@@ -53,7 +53,7 @@ def test_bench_runs_and_reports(script, tmp_path):
             assert 0 <= run["sync"] <= run["train"] and run["rank_wait"] >= 0, result  # parts of the update
         two, one = result["seconds_per_step"]["2_ranks"], result["seconds_per_step"]["1_rank"]
         assert two["sync"] > 0 and one["sync"] == one["rank_wait"] == 0, result  # only ranks reduce gradients
-        assert result["seconds_per_step"]["2_ranks_unbalanced"]["sync"] > 0 and result["moved_groups_per_step"] >= 0
+        assert result["seconds_per_step"]["2_ranks_balanced"]["sync"] > 0 and result["moved_groups_per_step"] >= 0
 
 
 @pytest.mark.slow

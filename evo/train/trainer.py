@@ -10,8 +10,8 @@ at each checkpoint and at the end, so a resumed run can drop the steps it redoes
 Data parallel (`evo.train.distributed`): every rank builds the same Trainer;
 in a step each rank rolls out, scores and filters its shard of the step's
 groups (group ids are positions in the whole step), the loss is normalised
-over every rank's live groups, whole groups move between ranks to even out the
-update's work (`evo.train.balance`), and the rows reach rank 0, which alone
+over every rank's live groups, with `grpo.balance_ranks` whole groups move
+between ranks to even out the update's work (`evo.train.balance`), and the rows reach rank 0, which alone
 writes the shard, computes the metrics from all rows (so they are the
 one-process run's) and writes the checkpoint files. A rollout row records the
 `rank` that sampled it.
@@ -148,10 +148,11 @@ class Trainer:
         t0 = time.perf_counter()
         # The prompts and seeds of this step in the longer schedule.
         sampled = self.sampler.sample(self.step_offset + step, self.rollout_policy, self._generating)
-        plan = None
+        plan, t_bal = None, time.perf_counter()
         if self.spec.grpo.balance_ranks:
             computed = self.engine.computes(sampled.weights.tolist(), sampled.advantages.tolist())
             sampled, plan = rebalance(sampled, computed, self.ranks, self.spec.grpo.micro_batch_size)
+        t_bal = time.perf_counter() - t_bal
         trajs, rewards, decisions, adv = sampled.trajs, sampled.rewards, sampled.decisions, sampled.advantages
         t_gen = sampled.generate_s
         batch = build_batch(trajs, adv.tolist(), sampled.weights.tolist(), self.policy.tokenizer.pad_token_id)
@@ -183,7 +184,7 @@ class Trainer:
         self.totals["wall_s"] += step_s
         metrics.update({"time/step_s": step_s, "time/generate_s": t_gen, "time/train_s": t_train,
                         "time/sync_s": min(sync), "time/rank_wait_s": max(sync) - min(sync),
-                        "dist/moved_groups": len(plan.moves) if plan else 0,
+                        "time/balance_s": t_bal, "dist/moved_groups": len(plan.moves) if plan else 0,
                         "dist/balance_gain": plan.gain if plan else 0.0})
         append_metrics(metrics, self.out / "metrics.jsonl")
         self.last_metrics = metrics

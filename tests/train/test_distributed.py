@@ -122,7 +122,7 @@ def test_groups_moved_between_ranks_to_balance_the_update_still_train_the_one_ra
     on the largest difference and 1e-6 on all but 0.1% of the elements;
     advantages 1.5x too large on the moved rows give 4e-3.
     """
-    recipe = dp_recipe(**{"rollout.prompts_per_step": 8, "grpo.micro_batch_size": 8})
+    recipe = dp_recipe(**{"rollout.prompts_per_step": 8, "grpo.micro_batch_size": 8, "grpo.balance_ranks": True})
     one, two = tmp_path / "one", tmp_path / "two"
     train_recipe(recipe, one, version="v1", progress=False)
     run_training(recipe, two, version="v1", progress=False, nproc=2)
