@@ -8,7 +8,7 @@ STAMP := $(VENV)/.evo-installed
 TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= $(shell mktemp -u /tmp/evo-demo-XXXXXX)
 
-.PHONY: setup lint test test-all demo bench clean
+.PHONY: setup lint system-deps test test-all demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# bubblewrap and chromium from apt where missing and installable (root or passwordless sudo); else their tests skip.
+system-deps:
+	@scripts/system_deps.sh
+
 # Lint first: a layering break or an unused import fails in seconds, before the tests' minutes.
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -27,10 +31,10 @@ lint: setup
 # One pytest worker per core, whole files per worker (a module's fixtures are built once), each worker's torch on
 # one thread: the tiny model gains little from a second thread. TEST_WORKERS=1 runs the suite serially.
 TEST_WORKERS ?= auto
-test: setup lint
+test: setup lint system-deps
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not gpu"
 
-test-all: setup
+test-all: setup system-deps
 	$(PY) -m pytest -q
 
 demo: setup

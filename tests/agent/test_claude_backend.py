@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from evo import confine
 from evo.agent import get_agent
 from evo.agent.guard import check_candidate
 from evo.errors import AgentError, MissingDependencyError
 from evo.settings import normalize_settings
 
 pytest.importorskip("claude_agent_sdk")
+pytestmark = pytest.mark.skipif(not confine.available(), reason="the agent runs confined: bubblewrap cannot build a jail on this machine (make test installs it where it can)")
 
 FAKE_CLI = Path(__file__).with_name("fake_claude_cli.py")
 MANIFEST = {"kind": "policy", "factor": "rollout.max_new_tokens", "change": "rollout.max_new_tokens: 4 → 8",

@@ -7,9 +7,12 @@ import sys
 
 import pytest
 
+from evo import confine
 from evo.agent import get_agent
 from evo.errors import AgentError
 from evo.settings import normalize_settings
+
+pytestmark = pytest.mark.skipif(not confine.available(), reason="the agent runs confined: bubblewrap cannot build a jail on this machine (make test installs it where it can)")
 
 AGENT = r'''
 import json, os, pathlib, sys

@@ -13,6 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from loop_support import copy_workspace, evo, evo_json, init_workspace, patch_settings
 
+from evo import confine
+
+pytestmark = pytest.mark.skipif(not confine.available(), reason="the agent runs confined: bubblewrap cannot build a jail on this machine (make test installs it where it can)")
+
 # More steps of this recipe keep helping: room to answer (8 tokens) and the embedded default's
 # batch and learning rate, in versions of 10 steps (measured: continuing v0 for 10 steps gains
 # about +0.06 Avg@8, an interval well above 0). Fewer calibration runs than the default keep it quick.

@@ -166,6 +166,7 @@ pathlib.Path(".evo/manifest.json").write_text(json.dumps(manifest))
 """
 
 
+@needs_jail
 def test_an_analyzer_installed_to_rig_the_judge_changes_no_verdict(stepped, tmp_path):
     root = copy_workspace(stepped["root"], tmp_path / "ws")
     script = tmp_path / "agent" / "sabotage.py"
