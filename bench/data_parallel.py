@@ -175,9 +175,9 @@ def main() -> None:
         two["step"] - two["train"] + seconds_per_step["one_of_two_at_once"]["train"] / 2)
     print(f"1 rank: {rate['1_rank']:.1f} trajectories/s; 2 ranks: {rate['2_ranks']:.1f} trajectories/s; "
           f"ratio {ratio:.2f} (goal >= {GOAL_RATIO}); same trajectories: {same_work}")
-    steps = {key: sum(r.trajectories for r in runs[key]) / (PROMPTS * SAMPLES) for key in rate}
-    moved = sum(r.moved for r in runs["2_ranks_balanced"]) / steps["2_ranks_balanced"]
-    gain = sum(r.gain for r in runs["2_ranks_balanced"]) / steps["2_ranks_balanced"]
+    balanced_steps = sum(r.trajectories for r in runs["2_ranks_balanced"]) / (PROMPTS * SAMPLES)
+    moved = sum(r.moved for r in runs["2_ranks_balanced"]) / balanced_steps
+    gain = sum(r.gain for r in runs["2_ranks_balanced"]) / balanced_steps
     print(f"2 ranks with balancing (grpo.balance_ranks: true): "
           f"{rate['2_ranks_balanced']:.1f} trajectories/s, ratio {rate['2_ranks_balanced'] / rate['1_rank']:.2f}; "
           f"{moved:.1f} of {PROMPTS} groups moved per step, shortening the busier rank's priced update by "

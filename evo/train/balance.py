@@ -155,8 +155,6 @@ def rebalance(batch, computed: list[bool], ranks, micro_batch: int):
     """
     if ranks.world == 1:
         return batch, None
-    for t in batch.trajs:
-        t.info.setdefault("rank", ranks.rank)
     plan = plan_moves(ranks.all_gather(computed_rows(batch.trajs, computed)), micro_batch)
     moves = plan.moves
     if not moves:

@@ -77,7 +77,11 @@ class Ranks:
         return out
 
     def exchange(self, outgoing: Sequence[list]) -> list[list]:
-        """Point to point in one collective: `outgoing[r]` goes to rank r; returns what each rank sent here."""
+        """`outgoing[r]` goes to rank r; returns what each rank sent here, in rank order.
+
+        One all-gather: every rank receives all of it and keeps its part, which
+        suits the few moved groups of `evo.train.balance`, not bulk traffic.
+        """
         return [parts[self.rank] for parts in self.all_gather(list(outgoing))]
 
     def broadcast(self, obj):

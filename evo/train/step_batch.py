@@ -137,8 +137,8 @@ class StepSampler:
         with generating():
             trajs = rollout(self.env, [tasks[i] for i in mine], policy, g.num_generations, self.limits,
                             seed=generation_seed(seed, schedule) + 7919 * batch, group_ids=groups)
-        for t in trajs:
-            t.info["generation_batch"] = batch
+        for t in trajs:  # the record's provenance, whichever rank later trains it (`evo.train.balance`)
+            t.info["generation_batch"], t.info["rank"] = batch, self.ranks.rank
         return trajs, groups
 
     # -- the step -----------------------------------------------------------------------------------

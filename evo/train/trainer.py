@@ -11,10 +11,10 @@ Data parallel (`evo.train.distributed`): every rank builds the same Trainer;
 in a step each rank rolls out, scores and filters its shard of the step's
 groups (group ids are positions in the whole step), the loss is normalised
 over every rank's live groups, with `grpo.balance_ranks` whole groups move
-between ranks to even out the update's work (`evo.train.balance`), and the rows reach rank 0, which alone
-writes the shard, computes the metrics from all rows (so they are the
-one-process run's) and writes the checkpoint files. A rollout row records the
-`rank` that sampled it.
+between ranks to even out the update's work (`evo.train.balance`), and the
+rows reach rank 0, which alone writes the shard, computes the metrics from all
+rows (so they are the one-process run's) and writes the checkpoint files. A
+rollout row records the `rank` that sampled it.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ class Trainer:
             "advantage": advantage, "kept": bool(d.kept), "filter_reason": d.reason, "masked": bool(d.masked),
             "kl": float(per["kl"]), "entropy": float(per["entropy"]),
             "clip_frac_low": float(per["clip_frac_low"]), "clip_frac_high": float(per["clip_frac_high"]),
-            "rank": int(t.info.get("rank", self.ranks.rank)), "generation_batch": int(t.info.get("generation_batch", 0)),
+            "rank": int(t.info["rank"]), "generation_batch": int(t.info.get("generation_batch", 0)),
             "judge_status": str(t.info.get("judge_status", "")),
         }
         for c in self.components:
