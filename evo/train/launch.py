@@ -41,7 +41,7 @@ from pathlib import Path
 
 from evo.errors import EvoError, TrainError
 from evo.recipe_spec import RecipeSpec
-from evo.train.distributed import launched_world
+from evo.train.distributed import launched_world, leave
 from evo.train.run import STOP_FILE_ENV, TrainResult, train_recipe
 
 LAUNCHERS = ("torchrun", "deepspeed")
@@ -69,8 +69,10 @@ def run_training(recipe: dict, out_dir, *, init_checkpoint=None, version: str = 
         if nproc not in (1, world):
             raise TrainError(f"--nproc {nproc}: this process is already one of {world} launched ranks; "
                              "drop --nproc when running under torchrun or deepspeed")
-        return train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress,
-                            step_offset=step_offset)
+        result = train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress,
+                              step_offset=step_offset)
+        leave()  # as a rank this module launched does (`_rank_main`): wait for the others, then tear the group down
+        return result
     if nproc == 1:
         return train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress,
                             step_offset=step_offset)
@@ -229,8 +231,6 @@ def _mark(kind: str, message: str = "") -> None:
 
 def _rank_main(spec_path: str) -> int:
     import traceback
-
-    from evo.train.distributed import leave
 
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     rank = int(os.environ.get("RANK", "0"))
