@@ -143,7 +143,9 @@ def leave() -> None:
     SIGABRT in gloo's teardown ("terminate called without an active
     exception") after its work was done: 3 of 32 two-rank runs of the bench's
     recipe here, and 0 of 36 with the barrier. The launcher still counts a run
-    whose ranks all reported done (`evo.train.launch._finished`).
+    whose ranks all reported done (`evo.train.launch._finished`). Ranks of an
+    outside torchrun call this too (`run_training`): there the launcher is
+    torchrun, and an abort is the run's exit code.
     """
     global _CURRENT
     import torch.distributed as dist
