@@ -1,8 +1,8 @@
 """Behavior layer: turn-count distribution of multi-turn episodes.
 
 Mean, p50/p90, max, the share of one-turn episodes and of episodes that hit
-the turn limit (`finish_reason == "max_turns"`), for training (overall and
-recent steps) and validation. Single-turn domains report nothing.
+the turn limit (`finish_reason == "max_turns"`), for training (overall; mean
+and one-turn share also over the recent steps) and validation. Single-turn domains report nothing.
 
 Findings:
 - behavior.max_turns_hit (warning): at least MAX_TURNS_WARN of recent training
@@ -32,6 +32,7 @@ def analyze(ctx):
             if g is not None:
                 scope = g.broadcast(g.recent())
                 metrics["behavior/turns_mean_recent"] = float(turns[scope].mean())
+                metrics["behavior/one_turn_frac_recent"] = kit.frac(turns[scope] <= 1)
         q = kit.percentiles(turns, (50, 90))
         metrics.update({
             f"{prefix}turns_mean": float(turns.mean()),

@@ -3,7 +3,7 @@
 A *trigger* is a condition on a diagnostic metric (`behavior/truncated_frac > 0.05`);
 a *requirement* is a condition on the parent's recipe (`reward.terms lacks_term
 partial_credit`); a *patch* is a list of recipe operations (`set`, `scale`,
-`add_term`, `enable`). Triggers and requirements all must hold; `{any: [...]}`
+`add_term`, `drop_term`, `enable`). Triggers and requirements all must hold; `{any: [...]}`
 groups alternatives and `{all: [...]}` a conjunction inside one. A condition on a metric the diagnosis lacks does not hold,
 and is reported as missing so the heuristic can install the analyzer that
 measures it.
@@ -33,7 +33,7 @@ _COMPARE = {
     "!=": lambda a, b: a != b,
 }
 TERM_OPS = ("has_term", "lacks_term")
-PATCH_OPS = ("set", "scale", "add_term", "enable")
+PATCH_OPS = ("set", "scale", "add_term", "drop_term", "enable")
 
 
 def _margin(op: str, value: float, threshold: Any) -> float:
@@ -151,6 +151,9 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
             else:
                 terms.append(term)
             out = set_path(out, path, terms)
+        elif kind == "drop_term":  # every term matching the pattern (a name, or {name, mode, ...})
+            pattern = op["value"] if isinstance(op.get("value"), dict) else {"name": op.get("value")}
+            out = set_path(out, path, [dict(t) for t in (current or []) if not _term_matches(t, pattern)])
         elif kind == "enable":
             node = get_path(out, path)
             node = dict(node) if isinstance(node, dict) else {}

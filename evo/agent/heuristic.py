@@ -17,6 +17,11 @@ How it chooses (one call, one single-factor intervention):
    episodes cut off by a limit is confounded by the cut: dead groups, KL or clip figures describe
    clipped behaviour, and fixing the limit changes them all (the dead-group
    skills gate on "length and turns are ample" for the same reason).
+   Then repairs: a candidate from a `repair` skill, which undoes a recipe
+   setting the diagnosis shows harming the policy (a reward factor it
+   collapsed under), comes before the rest: the rest of the evidence was
+   measured on the harmed behaviour (the dead groups of a policy paid for
+   answering at once are the factor's, not a missing reward signal's).
    Then ranking by evidence strength, highest first (ties by skill name):
        strength = mean over evidence triggers of clip(|ln(value / threshold)|, 0, 2)
                 + 0.5 * severity weight of the strongest finding the skill answers
@@ -54,6 +59,15 @@ from evo.yamlio import parse_yaml
 UNSETTLED = ("mixed", "insufficient")
 
 
+def _cited(skill: Skill, ctx: AgentContext) -> tuple[list[dict], float]:
+    """The diagnosis's findings the skill answers, and the strength they and the skill's record add."""
+    findings = {f.get("id"): f for f in ctx.diagnosis.get("findings") or []}
+    cited = [findings[i] for i in skill.findings if i in findings]
+    severity = max((SEVERITY_WEIGHT.get(f.get("severity"), 0.0) for f in cited), default=0.0)
+    record = skill.record()
+    return cited, 0.5 * severity + 0.5 * (record["wins"] - record["losses"]) / (record["uses"] + 1)
+
+
 def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict, text: str, block: Blocklist,
                       notes: list[str], missing: dict[str, list[str]]) -> Candidate | None:
     metrics = ctx.diagnosis.get("metrics") or {}
@@ -85,11 +99,8 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
         notes.append(f"{skill.name}: skipped `{change}` — {why}")
         return None
 
-    findings = {f.get("id"): f for f in ctx.diagnosis.get("findings") or []}
-    cited = [findings[i] for i in skill.findings if i in findings]
-    severity = max((SEVERITY_WEIGHT.get(f.get("severity"), 0.0) for f in cited), default=0.0)
-    record = skill.record()
-    strength += 0.5 * severity + 0.5 * (record["wins"] - record["losses"]) / (record["uses"] + 1)
+    cited, bonus = _cited(skill, ctx)
+    strength += bonus
 
     before_value = get_path(current, factor)
     after_value = get_path(new, factor)
@@ -134,11 +145,8 @@ def _continue_candidate(skill: Skill, ctx: AgentContext, current: dict, block: B
     if why:
         notes.append(f"{skill.name}: skipped `{change}` — {why}")
         return None
-    findings = {f.get("id"): f for f in ctx.diagnosis.get("findings") or []}
-    cited = [findings[i] for i in skill.findings if i in findings]
-    strength += 0.5 * max((SEVERITY_WEIGHT.get(f.get("severity"), 0.0) for f in cited), default=0.0)
-    record = skill.record()
-    strength += 0.5 * (record["wins"] - record["losses"]) / (record["uses"] + 1)
+    cited, bonus = _cited(skill, ctx)
+    strength += bonus
     manifest = {
         "kind": "continue", "factor": CONTINUE, "change": change,
         "hypothesis": f"{skill.hypothesis} Evidence: {evidence_text(used, skill.triggers, cited)}.".strip(),
@@ -183,7 +191,9 @@ class HeuristicAgent:
             if cand:
                 candidates.append(cand)
         budget = {s.name for s in skills if s.budget}
-        candidates.sort(key=lambda c: (c.manifest["skill"] not in budget, -c.strength, c.manifest["skill"]))
+        repair = {s.name for s in skills if s.repair}
+        candidates.sort(key=lambda c: (c.manifest["skill"] not in budget, c.manifest["skill"] not in repair, -c.strength,
+                                       c.manifest["skill"]))
         notes += [f"candidate {c.reason}" for c in candidates]
 
         # One reflection per unsettled verdict: a harness revision judged since then already answered it.

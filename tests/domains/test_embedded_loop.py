@@ -99,3 +99,25 @@ def test_a_different_v0_leads_to_a_different_first_intervention(stepped, tmp_pat
         assert all(key in diagnosis["metrics"] for key in iv["evidence"]["metrics"])
     expected = {"patch": "domain.options.max_turns", "calc": "domain.options.tool"}[domain]
     assert other["factor"] == expected and plain["factor"] != other["factor"], (plain, other)
+
+
+def test_a_v0_harmed_by_an_efficiency_factor_has_the_factor_dropped_first(tmp_path):
+    """The paper's efficiency-factor collapse (D.5), from a user's v0: the shipped calc v0 with its reward multiplied
+    by `efficiency`. v0 learns to take fewer turns than the base model and solves less (measured: 22% fewer turns,
+    Avg@k 0.226 against the base's 0.432, nine in ten validation episodes one turn), and v1's proposal removes the
+    factor, ahead of the dead-group skills whose evidence the factor produced. Full recipe scale (the harm takes the
+    shipped 20 steps); the step stops at the cost gate once v1 is proposed."""
+    recipe = load_yaml(resource_dir("recipes") / "calc-tiny.yaml")
+    recipe = set_path(recipe, "reward.terms", [{"name": "correctness", "weight": 1.0}, {"name": "efficiency", "mode": "factor"}])
+    root = init_workspace(tmp_path / "ws", dump_yaml(recipe), {**SETTINGS, "gate": {"approval_above_gpu_hours": 0.0}})
+    assert "status: awaiting-approval" in evo("step", "-C", root).stdout
+    evo("approve", "-C", root, "v0", "--reason", "test")
+    out = evo("step", "-C", root).stdout
+    assert "status: awaiting-approval" in out and "version: v1" in out, out
+    import json
+
+    metrics = json.loads((root / ".evo/artifacts/v0/diagnosis.json").read_text())["metrics"]
+    assert metrics["version/turns_ratio_vs_parent"] < 1 and metrics["version/ci_high_vs_parent"] < 0, metrics
+    iv = first_intervention(root)
+    assert iv["skill"] == "drop-efficiency-factor", iv
+    assert iv["change_to"] == [{"name": "correctness", "weight": 1.0, "mode": "add"}], iv
