@@ -48,6 +48,10 @@ def dry_run(ws, head: str, human: dict | None = None) -> StepReport:
                     control_steps=R.control_steps(parent_recipe, recipe, manifests[-1]))
         cost = training.estimate(ws, plan, head, parent_recipe)
         report.estimate = cost.as_dict()
+        start = training.repair_start(ws, head, manifests[-1])
+        if start:
+            report.message = (report.message + "; " if report.message else "") + \
+                f"a repair: it would train from {start}'s policy, not {head}'s"
         if gating.needs_approval(cost, ws.config.gate):
             report.message = (report.message + "; " if report.message else "") + "it would wait for approval"
         return report

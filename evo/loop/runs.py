@@ -52,6 +52,7 @@ class Plan:
     control: bool = False  # judged against a counterfactual control of the parent
     calibration: list[int] = field(default_factory=list)  # bootstrap: extra seeds of v0 for the noise floor
     control_steps: int | None = None  # the control's schedule; default the candidate's `grpo.steps`
+    start: str | None = None  # the policy the version trains from, when not its parent's: an ancestor, or "base"
 
     def __post_init__(self):
         if self.control_steps is None:

@@ -204,7 +204,8 @@ class StepRunner(StepContext):
         control = self.config.search.control == "continue"
         plan = Plan(kind, recipe, R.version_seeds(recipe, primary, self.config.search.train_seeds),
                     control=control and kind == "policy",
-                    control_steps=R.control_steps(parent_recipe, recipe, primary))
+                    control_steps=R.control_steps(parent_recipe, recipe, primary),
+                    start=training.repair_start(self, parent, primary))
         result = self._gate_run_judge(journal, version, plan, parent=parent, parent_recipe=parent_recipe)
         report.estimate = result.get("estimate", {})
         if result.get("status") == "awaiting-approval":

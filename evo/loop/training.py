@@ -62,12 +62,56 @@ def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
     return True
 
 
+def repair_start(ws, parent: str, manifest: dict | None) -> str | None:
+    """Where a repair trains from: the last policy on its path trained without the setting it undoes.
+
+    A `repair` skill removes a recipe setting the diagnosis shows harming the
+    policy (e.g. a multiplicative efficiency factor it collapsed under). The
+    parent's weights were trained under that setting, so a child continuing
+    from them keeps the harm: measured on calc, dropping the factor from a
+    collapsed v0's weights gave -0.018 [-0.097, +0.059] against v0 continued,
+    still nine in ten episodes one turn. So the repair walks up first parents
+    while the ancestor's recipe still meets the skill's requirements (the
+    setting is there) and trains from the first one that does not, or from the
+    base model (`V.BASE`) past v0. None: not a repair; train from the parent.
+    """
+    from evo.agent.conditions import check_requirement
+    from evo.agent.skills import load_skills
+
+    manifest = manifest or {}
+    if manifest.get("kind") != "policy" or not manifest.get("skill"):
+        return None
+    skill = next((s for s in load_skills(ws.root) if s.name == manifest["skill"]), None)
+    if skill is None or not skill.repair or not skill.requires:
+        return None
+    records = ws.lineage.read_all()
+    current: str | None = parent
+    while current is not None and all(check_requirement(r, V.recipe_of(ws.lineage, current)) for r in skill.requires):
+        parents = records[current].parents
+        current = parents[0] if parents else None
+    if current == parent:
+        return None
+    return current or V.BASE
+
+
+def start_of(plan: Plan, parent: str | None) -> str | None:
+    """The version whose policy the plan's runs start from: `plan.start` (a repair's), else the parent."""
+    return plan.start or parent
+
+
+def _init_of(ws, source: str | None) -> str | None:
+    """The checkpoint a run starting from `source`'s policy loads (None: the recipe's base model)."""
+    return None if source in (None, V.BASE) else V.checkpoint_of(ws.root, ws.settings, source)
+
+
 def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *, files_of: str | None = None,
           extend: tuple[Path, dict, int] | None = None) -> dict:
     """One training run, on `run.nproc` data-parallel processes when evo.yaml says so (resumable either way).
 
     From a parent's checkpoint the run continues the parent's prompt schedule
     (`V.schedule_end`): more steps see new prompts, as a longer run would.
+    `parent` is the version whose policy the run starts from (a repair's is an
+    ancestor, or None for the base model).
     Workspace files the recipe names (a model judge's rubric) are read from the
     version `files_of` (default `version`): the one whose recipe this is.
     `extend`: (a finished shorter run, the recipe that trained it, its steps; `extension`) to start
@@ -266,11 +310,16 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
         summary = json.loads((out / "summary.json").read_text())
         from_control = R.control_key(steps, plan.seeds[0])
     else:
-        init = None if parent is None else V.checkpoint_of(ws.root, ws.settings, parent)
-        summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, init, version, parent)
+        source = start_of(plan, parent)
+        if plan.start:
+            ws.say(f"{version} is a repair: trained from {plan.start}'s policy, the last on its path trained "
+                   "without the setting it undoes")
+        summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source), version,
+                        None if source == V.BASE else source)
         from_control = None
     trained = {
         "id": event_id(version, "trained"), "event": "trained", "version": version,
+        "start": start_of(plan, parent) or V.BASE,
         "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
         "from_control": from_control,
         "schedule": {"offset": int(summary.get("step_offset") or 0), "steps": int(summary.get("steps") or 0)},
@@ -289,7 +338,8 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
 def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
     """The version's recipe under its other training seeds (and, for v0, the calibration seeds)."""
     done = R.replicate_events(ws.lineage.record(version))
-    init = None if parent is None else V.checkpoint_of(ws.root, ws.settings, parent)
+    source = start_of(plan, parent)
+    init = _init_of(ws, source)
     for seed in plan.seeds[1:] + plan.calibration:
         if seed in done:
             continue
@@ -297,7 +347,7 @@ def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
         recipe = R.with_seed(plan.recipe, seed)
         if plan.kind != "continue":
             ws.say(f"replicate: {version} under seed {seed}")
-            train(ws, recipe, out, init, version, parent)
+            train(ws, recipe, out, init, version, None if source == V.BASE else source)
         ev = R.eval_summary(out)
         ws.lineage.append_event(version, {
             "id": event_id(version, "replicated", f"seed-{seed}"), "event": "replicated", "version": version,

@@ -105,8 +105,9 @@ def test_a_v0_harmed_by_an_efficiency_factor_has_the_factor_dropped_first(tmp_pa
     """The paper's efficiency-factor collapse (D.5), from a user's v0: the shipped calc v0 with its reward multiplied
     by `efficiency`. v0 learns to take fewer turns than the base model and solves less (measured: 22% fewer turns,
     Avg@k 0.226 against the base's 0.432, nine in ten validation episodes one turn), and v1's proposal removes the
-    factor, ahead of the dead-group skills whose evidence the factor produced. Full recipe scale (the harm takes the
-    shipped 20 steps); the step stops at the cost gate once v1 is proposed."""
+    factor, ahead of the dead-group skills whose evidence the factor produced. A repair: v0's weights carry the harm,
+    so v1 trains from the base model, and solves more than v0's recipe carried on (measured at full settings: 0.506
+    against its control's 0.168, +0.338 [+0.255, +0.417]). Full recipe scale: the harm takes the shipped 20 steps."""
     recipe = load_yaml(resource_dir("recipes") / "calc-tiny.yaml")
     recipe = set_path(recipe, "reward.terms", [{"name": "correctness", "weight": 1.0}, {"name": "efficiency", "mode": "factor"}])
     root = init_workspace(tmp_path / "ws", dump_yaml(recipe), {**SETTINGS, "gate": {"approval_above_gpu_hours": 0.0}})
@@ -121,3 +122,12 @@ def test_a_v0_harmed_by_an_efficiency_factor_has_the_factor_dropped_first(tmp_pa
     iv = first_intervention(root)
     assert iv["skill"] == "drop-efficiency-factor", iv
     assert iv["change_to"] == [{"name": "correctness", "weight": 1.0, "mode": "add"}], iv
+    evo("approve", "-C", root, "v1", "--reason", "test")
+    out = evo("step", "-C", root).stdout
+    assert "status: done" in out and "v1 is a repair: trained from base's policy" in out, out
+    v1 = evo_json("show", "-C", root, "v1")["events"]
+    assert next(e for e in v1 if e["event"] == "trained")["start"] == "base"
+    assert json.loads((root / ".evo/artifacts/v1/summary.json").read_text())["init_checkpoint"] is None
+    judged = next(e for e in v1 if e["event"] == "judged")
+    assert judged["attributed"]["against"] == "control"
+    assert judged["headline"]["value"] > judged["headline"]["baseline_value"], judged["headline"]
