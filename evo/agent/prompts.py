@@ -82,6 +82,9 @@ def skills_digest(skills: list) -> str:
             lines.append(f"    triggers: {json.dumps(s.triggers)}")
         if s.patch:
             lines.append(f"    patch: {json.dumps(s.patch)}")
+        if s.repair:
+            lines.append(f"    repair: undoes {json.dumps(s.requires)}; the version then trains from the last policy "
+                         "trained without it (the base model when v0 had it), not from the parent")
         if s.refutes:
             lines.append(f"    REFUTED (never do this): {json.dumps(s.refutes)}")
         if s.analyzer:

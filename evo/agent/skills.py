@@ -8,7 +8,7 @@ to install into `analyzers/`). Front matter:
     kind                       policy | harness | continue (train the parent's recipe further; triggers only, no patch)
     triggers                   conditions on diagnostic metrics, all must hold ({any: [...]} for alternatives)
     requires                   conditions on the parent's recipe (has_term, lacks_term, <, ==, ...)
-    patch                      recipe operations: set, scale, add_term, enable
+    patch                      recipe operations: set, scale, add_term, drop_term, enable
     domains                    where it applies ("*" = any)
     findings                   diagnosis finding ids it answers (cited as evidence)
     budget                     true: it raises a limit of the episode (tokens, turns, tools) the diagnosis shows binding;

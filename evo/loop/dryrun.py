@@ -48,7 +48,7 @@ def dry_run(ws, head: str, human: dict | None = None) -> StepReport:
                     control_steps=R.control_steps(parent_recipe, recipe, manifests[-1]))
         cost = training.estimate(ws, plan, head, parent_recipe)
         report.estimate = cost.as_dict()
-        start = training.repair_start(ws, head, manifests[-1])
+        start = training.repair_start(ws, head, recipe) if kind == "policy" else None
         if start:
             report.message = (report.message + "; " if report.message else "") + \
                 f"a repair: it would train from {start}'s policy, not {head}'s"

@@ -5,7 +5,8 @@
   schedule and seeds). Its outcome class is the version's outcome: no
   intervention is called `improvement` unless it beats the control.
 - **progress** — the candidate against its parent's checkpoint: is the new
-  version better than where it started?
+  version better than its parent (where it started, except for a repair,
+  which trains from an older policy: `evo.loop.training.repair_start`)?
 
 Where there is no control the two coincide: a continue-training version (its
 counterfactual is stopping, i.e. the parent), a harness-only revision (no

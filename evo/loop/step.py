@@ -205,7 +205,7 @@ class StepRunner(StepContext):
         plan = Plan(kind, recipe, R.version_seeds(recipe, primary, self.config.search.train_seeds),
                     control=control and kind == "policy",
                     control_steps=R.control_steps(parent_recipe, recipe, primary),
-                    start=training.repair_start(self, parent, primary))
+                    start=training.repair_start(self, parent, recipe) if kind == "policy" else None)
         result = self._gate_run_judge(journal, version, plan, parent=parent, parent_recipe=parent_recipe)
         report.estimate = result.get("estimate", {})
         if result.get("status") == "awaiting-approval":

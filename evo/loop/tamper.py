@@ -14,7 +14,8 @@ that it held. Before the agent starts the loop takes a `snapshot`; afterwards
   evaluation), and any file of a control run the step may clone and evaluate
   again (the parent's and, below a harness revision, its ancestors'), the
   checkpoint's weights included, and every file of the parent's own run, whose
-  checkpoint (weights and optimizer moments) the candidate trains on from.
+  checkpoint (weights and optimizer moments) the candidate trains on from (a
+  repair's older start is checked when it trains: `evo.loop.training._init_of`).
 
 A candidate whose agent changed any of these is rejected with that reason and
 pruned, and main's files are put back (`Lineage.restore_main_paths`).

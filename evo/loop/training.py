@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evo.errors import WorkspaceError
 from evo.loop import gate as gating
 from evo.loop import runs as R
 from evo.loop import versions as V
@@ -62,36 +63,39 @@ def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
     return True
 
 
-def repair_start(ws, parent: str, manifest: dict | None) -> str | None:
+def repair_start(ws, parent: str, recipe: dict) -> str | None:
     """Where a repair trains from: the last policy on its path trained without the setting it undoes.
 
-    A `repair` skill removes a recipe setting the diagnosis shows harming the
-    policy (e.g. a multiplicative efficiency factor it collapsed under). The
+    A version is a repair when its recipe undoes the setting a `repair` skill
+    names (the skill's `requires` hold on the parent's recipe and not on this
+    one), whoever made the change: the heuristic, an LLM agent, a person. The
     parent's weights were trained under that setting, so a child continuing
-    from them keeps the harm: measured on calc, dropping the factor from a
-    collapsed v0's weights gave -0.018 [-0.097, +0.059] against v0 continued,
-    still nine in ten episodes one turn. So the repair walks up first parents
-    while the ancestor's recipe still meets the skill's requirements (the
-    setting is there) and trains from the first one that does not, or from the
-    base model (`V.BASE`) past v0. None: not a repair; train from the parent.
+    from them keeps the harm: measured on calc, dropping a multiplicative
+    efficiency factor from a collapsed v0's weights gave -0.018 [-0.097,
+    +0.059] against v0 continued, still nine in ten episodes one turn. So the
+    repair walks up first parents while the ancestor's recipe still meets the
+    skill's requirements and trains from the first one that does not, or from
+    the base model (`V.BASE`) past v0. None: not a repair; train from the parent.
     """
     from evo.agent.conditions import check_requirement
     from evo.agent.skills import load_skills
 
-    manifest = manifest or {}
-    if manifest.get("kind") != "policy" or not manifest.get("skill"):
-        return None
-    skill = next((s for s in load_skills(ws.root) if s.name == manifest["skill"]), None)
-    if skill is None or not skill.repair or not skill.requires:
-        return None
     records = ws.lineage.read_all()
-    current: str | None = parent
-    while current is not None and all(check_requirement(r, V.recipe_of(ws.lineage, current)) for r in skill.requires):
-        parents = records[current].parents
-        current = parents[0] if parents else None
-    if current == parent:
-        return None
-    return current or V.BASE
+
+    def harmed(skill, name: str) -> bool:
+        return all(check_requirement(r, V.recipe_of(ws.lineage, name)) for r in skill.requires)
+
+    for skill in load_skills(ws.root):
+        if not (skill.repair and skill.requires) or not harmed(skill, parent):
+            continue
+        if all(check_requirement(r, recipe) for r in skill.requires):
+            continue  # this version keeps the setting: not its repair
+        current: str | None = parent
+        while current is not None and harmed(skill, current):
+            parents = records[current].parents
+            current = parents[0] if parents else None
+        return current or V.BASE
+    return None
 
 
 def start_of(plan: Plan, parent: str | None) -> str | None:
@@ -99,9 +103,22 @@ def start_of(plan: Plan, parent: str | None) -> str | None:
     return plan.start or parent
 
 
-def _init_of(ws, source: str | None) -> str | None:
-    """The checkpoint a run starting from `source`'s policy loads (None: the recipe's base model)."""
-    return None if source in (None, V.BASE) else V.checkpoint_of(ws.root, ws.settings, source)
+def _init_of(ws, source: str | None, plan: Plan) -> str | None:
+    """The checkpoint a run starting from `source`'s policy loads (None: the recipe's base model).
+
+    A repair's start is an older policy than the parent's, which the step's
+    tamper check does not cover: its recorded files, the weights included, are
+    checked here before anything trains from them.
+    """
+    if source in (None, V.BASE):
+        return None
+    if plan.start:
+        records = ws.lineage.read_all()
+        folders = [artifact_dir(ws.root, ws.settings, name) for name in V.policy_source(records, source)]
+        problems = R.verify_runs(ws.root, ws.settings, records, folders, names=None)
+        if problems:
+            raise WorkspaceError(f"not training from {source}'s policy: {problems[0]}")
+    return V.checkpoint_of(ws.root, ws.settings, source)
 
 
 def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *, files_of: str | None = None,
@@ -314,7 +331,7 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
         if plan.start:
             ws.say(f"{version} is a repair: trained from {plan.start}'s policy, the last on its path trained "
                    "without the setting it undoes")
-        summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source), version,
+        summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source, plan), version,
                         None if source == V.BASE else source)
         from_control = None
     trained = {
@@ -339,7 +356,7 @@ def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
     """The version's recipe under its other training seeds (and, for v0, the calibration seeds)."""
     done = R.replicate_events(ws.lineage.record(version))
     source = start_of(plan, parent)
-    init = _init_of(ws, source)
+    init = _init_of(ws, source, plan)
     for seed in plan.seeds[1:] + plan.calibration:
         if seed in done:
             continue

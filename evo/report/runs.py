@@ -1,9 +1,10 @@
 """A version's run artifacts as the report and the trackers read them.
 
 metrics.jsonl rows, the number of steps a run took, and global training steps:
-a version trains on from its first parent's checkpoint, so its local step s is
-global step offset(parent) + steps(parent) + s, summed down the first-parent
-chain. Readers tolerate what a killed run leaves (a missing file, a torn last
+a version trains on from its start's checkpoint (its first parent's; a
+repair's is an older ancestor's, or the base model: the `trained` event's
+`start`), so its local step s is global step offset(start) + steps(start) + s,
+summed down the chain of starts. Readers tolerate what a killed run leaves (a missing file, a torn last
 line): a report of a half-finished workspace still renders.
 """
 
@@ -54,29 +55,36 @@ def run_steps(run_dir: Path, metrics: list[dict] | None = None, summary: dict | 
     return max((r["step"] for r in rows), default=-1) + 1
 
 
+def start_of(record) -> str | None:
+    """The version whose policy `record`'s run trained from: the `trained` event's `start` ("base": None),
+    else (a harness revision, an older workspace) its first parent."""
+    trained = record.last("trained") or {}
+    if trained.get("start"):
+        return None if trained["start"] == "base" else trained["start"]
+    return record.parents[0] if record.parents else None
+
+
 def global_offsets(records: dict, steps: dict[str, int]) -> dict[str, int]:
-    """version -> global step of its local step 0 (its first-parent ancestors' steps, summed).
+    """version -> global step of its local step 0 (the steps of the policies it trained on from, summed).
 
     Parents always have lower numbers than their children, so one pass in
     version order suffices (no recursion: a chain can be 1,000 versions deep).
     """
     out: dict[str, int] = {}
     for name in sorted(records, key=lambda n: records[n].number):
-        parents = records[name].parents
-        p = parents[0] if parents else None
+        p = start_of(records[name])
         out[name] = out[p] + steps.get(p, 0) if p in out else 0
     return out
 
 
 def version_offset(root, settings: dict, records: dict, version: str) -> int:
-    """Global step of `version`'s local step 0, reading only its first-parent ancestors' artifacts."""
+    """Global step of `version`'s local step 0, reading only the artifacts of the policies it trained on from."""
     from evo.settings import artifact_dir
 
     chain, name = [], version
     while name in records and name not in chain:
         chain.append(name)
-        parents = records[name].parents
-        name = parents[0] if parents else None
+        name = start_of(records[name])
     return sum(run_steps(artifact_dir(root, settings, a)) for a in chain[1:])
 
 

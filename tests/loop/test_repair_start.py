@@ -12,13 +12,17 @@ from types import SimpleNamespace
 import pytest
 
 from evo.loop.training import repair_start
-from evo.recipe import set_path
+from evo.recipe import normalize_recipe, set_path
 from evo.resources import resource_dir
 from evo.yamlio import dump_yaml, load_yaml
 
 FACTOR = [{"name": "correctness", "weight": 1.0}, {"name": "efficiency", "mode": "factor"}]
 PLAIN = [{"name": "correctness", "weight": 1.0}]
-REPAIR = {"kind": "policy", "skill": "drop-efficiency-factor", "factor": "reward.terms"}
+PARTIAL = [*PLAIN, {"name": "partial_credit", "weight": 0.5}]
+
+
+def recipe(terms: list[dict]) -> dict:
+    return normalize_recipe(set_path(load_yaml(resource_dir("recipes") / "calc-tiny.yaml"), "reward.terms", terms))
 
 
 class Lineage:
@@ -45,13 +49,14 @@ def ws(tmp_path: Path, versions) -> SimpleNamespace:
     ({"v0": ([], PLAIN), "v1": (["v0"], FACTOR)}, "v1", "v0"),  # the factor came in v1: v0's policy is unharmed
 ], ids=["v0", "grandchild", "later"])
 def test_a_repair_starts_from_the_last_policy_trained_without_the_setting(versions, parent, expected, tmp_path):
-    assert repair_start(ws(tmp_path, versions), parent, REPAIR) == expected
+    assert repair_start(ws(tmp_path, versions), parent, recipe(PLAIN)) == expected
 
 
-def test_anything_but_a_repair_starts_from_its_parent(tmp_path):
+def test_what_the_recipe_undoes_decides_not_what_the_manifest_says(tmp_path):
+    """A recipe that keeps the factor trains from its parent, whatever skill an agent names; one that drops it
+    (with another change, or by a person's hand) is a repair."""
     space = ws(tmp_path, {"v0": ([], FACTOR)})
-    assert repair_start(space, "v0", {**REPAIR, "skill": "continuous-partial-credit"}) is None
-    assert repair_start(space, "v0", {**REPAIR, "kind": "continue"}) is None
-    assert repair_start(space, "v0", {"kind": "policy"}) is None  # an LLM agent's manifest without a skill
-    # a repair whose setting the parent lacks (an agent naming the skill wrongly) has nothing to undo
-    assert repair_start(ws(tmp_path, {"v0": ([], PLAIN)}), "v0", REPAIR) is None
+    assert repair_start(space, "v0", recipe([*FACTOR, {"name": "partial_credit", "weight": 0.5}])) is None
+    assert repair_start(space, "v0", recipe(PARTIAL)) == "base"
+    # a parent without the setting has nothing to undo
+    assert repair_start(ws(tmp_path, {"v0": ([], PLAIN)}), "v0", recipe(PARTIAL)) is None

@@ -62,13 +62,21 @@ def test_comparisons_of_a_judge_without_a_control():
     assert comparisons(None, ["v1"]) == {}
 
 
-def test_global_steps_sum_first_parent_ancestors_without_recursion():
+def test_global_steps_sum_the_policies_a_version_trained_on_from_without_recursion():
     n = 1500  # deeper than Python's recursion limit
-    records = {f"v{i}": SimpleNamespace(number=i, parents=[f"v{i - 1}"] if i else []) for i in range(n)}
-    records["v1500"] = SimpleNamespace(number=1500, parents=["v3", "v1200"])  # a merge: the first parent counts
+
+    def record(i, parents, start=None):
+        trained = {"event": "trained", "start": start} if start else None
+        return SimpleNamespace(number=i, parents=parents, last=lambda event: trained if event == "trained" else None)
+
+    records = {f"v{i}": record(i, [f"v{i - 1}"] if i else []) for i in range(n)}
+    records["v1500"] = record(1500, ["v3", "v1200"])  # a merge: the first parent counts
+    records["v1501"] = record(1501, ["v1499"], start="base")  # a repair trained from the base model
+    records["v1502"] = record(1502, ["v1499"], start="v10")  # a repair trained from an older ancestor
     offsets = global_offsets(records, {name: 3 for name in records})
     assert offsets["v0"] == 0 and offsets["v10"] == 30 and offsets["v1499"] == 3 * 1499
     assert offsets["v1500"] == offsets["v3"] + 3
+    assert offsets["v1501"] == 0 and offsets["v1502"] == 33
 
 
 def test_training_series_strides_long_runs_but_keeps_the_last_step():
