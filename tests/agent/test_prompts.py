@@ -29,6 +29,7 @@ def test_propose_prompt_carries_evidence_memory_skills_and_rules(ctx, settings):
     assert "[warning] behavior.truncation: 62% of validation responses hit the limit (rows: t1#0)" in text
     assert "never retry" in text.lower() and "reward.terms: x → y" in text  # memory's negative evidence
     assert "raise-generation-length" in text and "REFUTED" in text  # skills, with the negative-evidence one
+    assert "trains from the last policy trained without it" in text  # a repair says where it trains from
     assert "recipe.yaml, analyzers/**" in text and "evo.yaml" in text  # allowed / protected paths
     assert ".evo/manifest.json" in text and '"kind": "none"' in text  # the manifest format
     assert "max_new_tokens: 4" in text  # the worktree's recipe as written
