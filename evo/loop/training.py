@@ -71,8 +71,9 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     one), whoever made the change: the heuristic, an LLM agent, a person. The
     parent's weights were trained under that setting, so a child continuing
     from them keeps the harm: measured on calc, dropping a multiplicative
-    efficiency factor from a collapsed v0's weights gave -0.018 [-0.097,
-    +0.059] against v0 continued, still nine in ten episodes one turn. So the
+    efficiency factor from a harmed v0's weights gave -0.018 [-0.097, +0.059]
+    against v0 continued, 83% of episodes still one turn (from the base model:
+    +0.338 [+0.255, +0.417]). So the
     repair walks up first parents while the ancestor's recipe still meets the
     skill's requirements and trains from the first one that does not, or from
     the base model (`V.BASE`) past v0. None: not a repair; train from the parent.
