@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from string import Template
 
+from evo.domains import check_options
 from evo.errors import WorkspaceError
 from evo.recipe import parse_recipe, set_path
 from evo.resources import resource_dir
@@ -56,8 +57,12 @@ def baseline_recipe(domain: str | None, model: str | None, recipe: str | Path | 
     text = read_text(path)  # binary, non-UTF-8 or oversized: one line naming the file
     if model is not None:
         text = _replace_model_name(text, model)
-    # A broken built-in (or a model id the recipe schema refuses) must not become v0.
-    return text, parse_recipe(text, source=f"recipe.yaml (from {path.name})")
+    # A broken built-in (or a model id the recipe schema refuses, or domain options the domain refuses) must not
+    # become v0.
+    source = f"recipe.yaml (from {path.name})"
+    parsed = parse_recipe(text, source=source)
+    check_options(parsed["domain"]["name"], parsed["domain"]["options"], source=str(path) if recipe is not None else source)
+    return text, parsed
 
 
 def _replace_model_name(text: str, model: str) -> str:

@@ -96,6 +96,10 @@ def test_rejects_an_invalid_recipe(settings, before):
                    recipe_text(**{"rollout.num_generations": 1}))
     assert "the new recipe is invalid" in msg and "rollout.num_generations" in msg
     rejected(settings, before, ["recipe.yaml"], manifest(), "rollout: [unclosed")
+    # options the domain itself refuses: caught here, not at the first training step
+    msg = rejected(settings, before, ["recipe.yaml"], manifest(factor="domain.options"),
+                   recipe_text(**{"domain.options": {"n_train": 0}}))
+    assert "the new recipe is invalid" in msg and "domain.options.n_train: 0 must be a positive integer" in msg
 
 
 def test_rejects_a_recipe_diff_beyond_the_declared_factor(settings, before):

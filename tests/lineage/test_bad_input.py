@@ -186,3 +186,36 @@ def test_evo_init_with_a_binary_recipe_is_one_line_and_creates_nothing(tmp_path)
 def test_a_binary_skill_file_is_one_line_in_evo_validate(ws):
     (ws / "skills" / "std-group-filter" / "SKILL.md").write_bytes(b"\xff\xfe\x00\x00")
     assert_one_line(run_evo("validate", cwd=ws), "skills/std-group-filter/SKILL.md: binary file")
+
+
+@pytest.mark.parametrize("domain, options, needle", [
+    ("calc", "{tool: true, max_turns: 0}", "domain.options.max_turns: 0 must be a positive integer"),
+    ("calc", "{tool: 'yes'}", "domain.options.tool: 'yes' must be true or false"),
+    ("patch", "{max_turns: 8, max_idle_turns: -1}", "domain.options.max_idle_turns: -1 must be a positive integer"),
+    ("patch", "{max_turns: 8, typo_turns: 3}", "domain.options.typo_turns: not an option of the patch domain; "
+                                               "use one of train_file, validation_file, files, max_turns, max_idle_turns"),
+])
+def test_evo_init_with_options_the_domain_refuses_is_one_line_and_creates_nothing(domain, options, needle, tmp_path):
+    """Before, `evo init` committed such a v0 and the first `evo step` failed at the base model's evaluation."""
+    from click.testing import CliRunner
+
+    from evo.cli import main
+    from evo.resources import resource_dir
+
+    text = (resource_dir("recipes") / f"{domain}-tiny.yaml").read_text()
+    text = "\n".join(f"  options: {options}" if line.startswith("  options:") else line for line in text.splitlines())
+    (tmp_path / "mine.yaml").write_text(text + "\n")
+    result = CliRunner().invoke(main, ["init", str(tmp_path / "ws"), "--recipe", str(tmp_path / "mine.yaml")])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and f"{tmp_path / 'mine.yaml'}: {needle}" in lines[0], result.output
+    assert not (tmp_path / "ws").exists()
+
+
+def test_options_the_domain_refuses_are_one_line_in_evo_validate(ws, h):
+    recipe = load_yaml(ws / "recipe.yaml")
+    recipe["domain"]["options"] = {"n_train": 0}
+    (ws / "recipe.yaml").write_text(dump_yaml(recipe))
+    before = h.snapshot(ws)
+    assert_one_line(run_evo("validate", cwd=ws), "recipe.yaml: domain.options.n_train: 0 must be a positive integer")
+    assert h.snapshot(ws) == before
