@@ -16,11 +16,11 @@ import shutil
 from pathlib import Path
 from string import Template
 
-from evo.domains import check_options
 from evo.errors import WorkspaceError
 from evo.recipe import parse_recipe, set_path
 from evo.resources import resource_dir
 from evo.settings import SETTINGS_FILE, normalize_settings
+from evo.train.recipe_check import check_against_domain
 from evo.yamlio import dump_yaml, parse_yaml, read_text
 
 DEFAULT_DOMAIN = "arithmetic"
@@ -61,7 +61,7 @@ def baseline_recipe(domain: str | None, model: str | None, recipe: str | Path | 
     # become v0.
     source = f"recipe.yaml (from {path.name})"
     parsed = parse_recipe(text, source=source)
-    check_options(parsed["domain"]["name"], parsed["domain"]["options"], source=str(path) if recipe is not None else source)
+    check_against_domain(parsed, source=str(path) if recipe is not None else source)
     return text, parsed
 
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from evo.agent.manifest import normalize_manifest
 from evo.agent.recipe_diff import covers, leaf_diff
-from evo.domains import check_options
 from evo.errors import AgentError, ConfigError
 from evo.recipe import normalize_recipe, parse_recipe
 from evo.settings import path_matches
+from evo.train.recipe_check import check_against_domain
 
 BOOKKEEPING = ("skills/", "memory/")
 SCRATCH = ".evo/"
@@ -75,7 +75,7 @@ def check_candidate(changed_paths: list[str], manifest: dict, recipe_before: dic
 
     try:
         after = parse_recipe(recipe_after_text, source="recipe.yaml")
-        check_options(after["domain"]["name"], after["domain"]["options"])
+        check_against_domain(after)
     except ConfigError as exc:
         raise _reject(f"the new recipe is invalid: {exc}") from None
     try:

@@ -17,9 +17,6 @@ _DOMAINS = {
 }
 
 
-TASK_FILE_OPTIONS = ("train_file", "validation_file", "files")
-
-
 def available_domains() -> list[str]:
     return sorted(_DOMAINS)
 
@@ -40,17 +37,3 @@ def get_environment(name: str, options: dict | None = None):
     except TypeError as exc:
         raise ConfigError(f"recipe.yaml: domain.options: {exc}; see the {name} domain's documented options") from None
 
-
-def check_options(name: str, options: dict | None, *, source: str = "recipe.yaml") -> None:
-    """Build the domain's environment once, so a bad `domain.options` (an unknown key, `max_turns: 0`) fails
-    where the recipe is read — `evo init`, `evo validate`, an agent's candidate — and not at the first training
-    step, after v0 was committed. The task-file options are left out: a relative path resolves in the workspace,
-    where the run reads it (and says so if it is missing). Errors name `source`."""
-    checked = {k: v for k, v in (options or {}).items() if k not in TASK_FILE_OPTIONS}
-    try:
-        get_environment(name, checked)
-    except ConfigError as exc:
-        message = str(exc)
-        if source != "recipe.yaml" and message.startswith("recipe.yaml:"):
-            message = source + message[len("recipe.yaml"):]
-        raise ConfigError(message) from None

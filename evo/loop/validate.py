@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evo.domains import check_options
 from evo.errors import ConfigError
 from evo.loop import gate as gating
 from evo.recipe import load_recipe
 from evo.resources import resource_dir
 from evo.settings import LoopSettings, load_settings
+from evo.train.recipe_check import check_against_domain
 
 
 def validate_workspace(root: Path) -> dict:
@@ -25,7 +25,7 @@ def validate_workspace(root: Path) -> dict:
     settings = load_settings(root)
     checked.append("evo.yaml")
     recipe = load_recipe(root / "recipe.yaml")
-    check_options(recipe["domain"]["name"], recipe["domain"]["options"])
+    check_against_domain(recipe)
     checked.append(f"recipe.yaml ({recipe['domain']['name']}, {recipe['model']['name']})")
     analyzers, problems = load_analyzers([resource_dir("analyzers"), root / "analyzers"], settings)
     if problems:

@@ -188,23 +188,31 @@ def test_a_binary_skill_file_is_one_line_in_evo_validate(ws):
     assert_one_line(run_evo("validate", cwd=ws), "skills/std-group-filter/SKILL.md: binary file")
 
 
-@pytest.mark.parametrize("domain, options, needle", [
-    ("calc", "{tool: true, max_turns: 0}", "domain.options.max_turns: 0 must be a positive integer"),
-    ("calc", "{tool: 'yes'}", "domain.options.tool: 'yes' must be true or false"),
-    ("patch", "{max_turns: 8, max_idle_turns: -1}", "domain.options.max_idle_turns: -1 must be a positive integer"),
-    ("patch", "{max_turns: 8, typo_turns: 3}", "domain.options.typo_turns: not an option of the patch domain; "
-                                               "use one of train_file, validation_file, files, max_turns, max_idle_turns"),
+@pytest.mark.parametrize("domain, changes, needle", [
+    ("calc", {"domain.options.max_turns": 0}, "domain.options.max_turns: 0 must be a positive integer"),
+    ("calc", {"domain.options.tool": "yes"}, "domain.options.tool: 'yes' must be true or false"),
+    ("patch", {"domain.options.max_idle_turns": -1}, "domain.options.max_idle_turns: -1 must be a positive integer"),
+    ("patch", {"domain.options.typo_turns": 3}, "domain.options.typo_turns: not an option of the patch domain; "
+                                                "use one of train_file, validation_file, files, max_turns, max_idle_turns"),
+    # what else the trainer checked only when it started: components, filters, the evaluation split
+    ("patch", {"reward.terms": [{"name": "correctness"}, {"name": "tool_success"}]},
+     "reward.terms[1].name: 'tool_success' is not a component this domain emits"),
+    ("calc", {"filters.std_group": {"enabled": True, "component": "edit_verify"}},
+     "filters.std_group.component: 'edit_verify' is not a reward component of this domain"),
+    ("calc", {"eval.split": "test"}, "eval.split: 'test' is not a calc split"),
 ])
-def test_evo_init_with_options_the_domain_refuses_is_one_line_and_creates_nothing(domain, options, needle, tmp_path):
+def test_evo_init_with_a_recipe_its_domain_refuses_is_one_line_and_creates_nothing(domain, changes, needle, tmp_path):
     """Before, `evo init` committed such a v0 and the first `evo step` failed at the base model's evaluation."""
     from click.testing import CliRunner
 
     from evo.cli import main
+    from evo.recipe import set_path
     from evo.resources import resource_dir
 
-    text = (resource_dir("recipes") / f"{domain}-tiny.yaml").read_text()
-    text = "\n".join(f"  options: {options}" if line.startswith("  options:") else line for line in text.splitlines())
-    (tmp_path / "mine.yaml").write_text(text + "\n")
+    recipe = load_yaml(resource_dir("recipes") / f"{domain}-tiny.yaml")
+    for dotted, value in changes.items():
+        recipe = set_path(recipe, dotted, value)
+    (tmp_path / "mine.yaml").write_text(dump_yaml(recipe))
     result = CliRunner().invoke(main, ["init", str(tmp_path / "ws"), "--recipe", str(tmp_path / "mine.yaml")])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
     lines = result.output.strip().splitlines()
