@@ -19,7 +19,7 @@ MAX_TURNS_WARN = 0.25
 
 def analyze(ctx):
     parent = ctx.parent  # a run that collapsed to one turn reads as multi-turn through its parent's episodes
-    if not (kit.is_multi_turn(ctx) or (parent is not None and kit.is_multi_turn(ctx, (parent.rollouts, parent.eval)))):
+    if not kit.is_multi_turn(ctx, (ctx.rollouts, ctx.eval) + ((parent.rollouts, parent.eval) if parent else ())):
         return kit.empty()
     metrics, findings = {}, []
     for table, prefix, ids_col in ((ctx.rollouts, "behavior/", "traj_id"), (ctx.eval, "behavior/eval_", "task_id")):

@@ -27,7 +27,7 @@ def get_environment(name: str, options: dict | None = None):
         raise ConfigError(f"recipe.yaml: domain.name: {name!r} is not a known domain; use one of {', '.join(available_domains())}")
     module_name, cls_name = _DOMAINS[name].split(":")
     cls = getattr(importlib.import_module(module_name), cls_name)
-    accepted = [p for p in inspect.signature(cls).parameters]
+    accepted = list(inspect.signature(cls).parameters)
     unknown = sorted(set(options or {}) - set(accepted))
     if unknown:
         raise ConfigError(f"recipe.yaml: domain.options.{unknown[0]}: not an option of the {name} domain; "
@@ -36,4 +36,3 @@ def get_environment(name: str, options: dict | None = None):
         return cls(**(options or {}))
     except TypeError as exc:
         raise ConfigError(f"recipe.yaml: domain.options: {exc}; see the {name} domain's documented options") from None
-

@@ -70,10 +70,11 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     names (the skill's `requires` hold on the parent's recipe and not on this
     one), whoever made the change: the heuristic, an LLM agent, a person. The
     parent's weights were trained under that setting, so a child continuing
-    from them keeps the harm: measured on calc, dropping a multiplicative
-    efficiency factor from a harmed v0's weights gave -0.018 [-0.097, +0.059]
-    against v0 continued, 83% of episodes still one turn (from the base model:
-    +0.338 [+0.255, +0.417]). So the
+    from them keeps the harm: measured on calc (seed 0), dropping a
+    multiplicative efficiency factor from a harmed v0's weights gave -0.018
+    [-0.097, +0.059] against v0 continued, 83% of episodes still one turn (a
+    working-tree run); from the base model, +0.338 [+0.255, +0.417] (a clean
+    checkout). So the
     repair walks up first parents while the ancestor's recipe still meets the
     skill's requirements and trains from the first one that does not, or from
     the base model (`V.BASE`) past v0. None: not a repair; train from the parent.
@@ -99,12 +100,7 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     return None
 
 
-def start_of(plan: Plan, parent: str | None) -> str | None:
-    """The version whose policy the plan's runs start from: `plan.start` (a repair's), else the parent."""
-    return plan.start or parent
-
-
-def _init_of(ws, source: str | None, plan: Plan) -> str | None:
+def _init_of(ws, source: str | None, parent: str | None) -> str | None:
     """The checkpoint a run starting from `source`'s policy loads (None: the recipe's base model).
 
     A repair's start is an older policy than the parent's, which the step's
@@ -113,7 +109,7 @@ def _init_of(ws, source: str | None, plan: Plan) -> str | None:
     """
     if source in (None, V.BASE):
         return None
-    if plan.start:
+    if source != parent:
         records = ws.lineage.read_all()
         folders = [artifact_dir(ws.root, ws.settings, name) for name in V.policy_source(records, source)]
         problems = R.verify_runs(ws.root, ws.settings, records, folders, names=None)
@@ -129,7 +125,7 @@ def train(ws, recipe: dict, out: Path, init, version: str, parent: str | None, *
     From a parent's checkpoint the run continues the parent's prompt schedule
     (`V.schedule_end`): more steps see new prompts, as a longer run would.
     `parent` is the version whose policy the run starts from (a repair's is an
-    ancestor, or None for the base model).
+    ancestor, or `V.BASE`; None for v0).
     Workspace files the recipe names (a model judge's rubric) are read from the
     version `files_of` (default `version`): the one whose recipe this is.
     `extend`: (a finished shorter run, the recipe that trained it, its steps; `extension`) to start
@@ -328,16 +324,16 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
         summary = json.loads((out / "summary.json").read_text())
         from_control = R.control_key(steps, plan.seeds[0])
     else:
-        source = start_of(plan, parent)
+        source = plan.start or parent
         if plan.start:
             ws.say(f"{version} is a repair: trained from {plan.start}'s policy, the last on its path trained "
                    "without the setting it undoes")
-        summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source, plan), version,
-                        None if source == V.BASE else source)
+        summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source, parent), version,
+                        source)
         from_control = None
     trained = {
         "id": event_id(version, "trained"), "event": "trained", "version": version,
-        "start": start_of(plan, parent) or V.BASE,
+        "start": plan.start or parent or V.BASE,
         "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
         "from_control": from_control,
         "schedule": {"offset": int(summary.get("step_offset") or 0), "steps": int(summary.get("steps") or 0)},
@@ -356,8 +352,8 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
 def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
     """The version's recipe under its other training seeds (and, for v0, the calibration seeds)."""
     done = R.replicate_events(ws.lineage.record(version))
-    source = start_of(plan, parent)
-    init = _init_of(ws, source, plan)
+    source = plan.start or parent
+    init = _init_of(ws, source, parent)
     for seed in plan.seeds[1:] + plan.calibration:
         if seed in done:
             continue
@@ -365,7 +361,7 @@ def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
         recipe = R.with_seed(plan.recipe, seed)
         if plan.kind != "continue":
             ws.say(f"replicate: {version} under seed {seed}")
-            train(ws, recipe, out, init, version, None if source == V.BASE else source)
+            train(ws, recipe, out, init, version, source)
         ev = R.eval_summary(out)
         ws.lineage.append_event(version, {
             "id": event_id(version, "replicated", f"seed-{seed}"), "event": "replicated", "version": version,

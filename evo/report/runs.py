@@ -58,9 +58,11 @@ def run_steps(run_dir: Path, metrics: list[dict] | None = None, summary: dict | 
 def start_of(record) -> str | None:
     """The version whose policy `record`'s run trained from: the `trained` event's `start` ("base": None),
     else (a harness revision, an older workspace) its first parent."""
+    from evo.loop.versions import BASE
+
     trained = record.last("trained") or {}
     if trained.get("start"):
-        return None if trained["start"] == "base" else trained["start"]
+        return None if trained["start"] == BASE else trained["start"]
     return record.parents[0] if record.parents else None
 
 

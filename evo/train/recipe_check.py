@@ -15,6 +15,14 @@ from evo.errors import ConfigError
 TASK_FILE_OPTIONS = ("train_file", "validation_file", "files")
 
 
+def domain_components(env, recipe: dict) -> list[str]:
+    """The reward components a run of `recipe` scores: the domain's, plus the model judge's when one is set."""
+    from evo.train.judge_model import COMPONENT as JUDGE_COMPONENT
+
+    judged = bool((recipe.get("reward") or {}).get("model_judge"))
+    return list(env.reward_components) + ([JUDGE_COMPONENT] if judged else [])
+
+
 def check_against_domain(recipe: dict, *, source: str = "recipe.yaml") -> None:
     """Raise ConfigError (naming `source`) when the normalised `recipe` asks its domain for what it lacks.
 
@@ -24,14 +32,12 @@ def check_against_domain(recipe: dict, *, source: str = "recipe.yaml") -> None:
     """
     from evo.domains import get_environment
     from evo.train.filters import FilterConfig
-    from evo.train.judge_model import COMPONENT as JUDGE_COMPONENT
     from evo.train.rewards import check_terms
 
     options = dict(recipe["domain"].get("options") or {})
     try:
         env = get_environment(recipe["domain"]["name"], {k: v for k, v in options.items() if k not in TASK_FILE_OPTIONS})
-        judged = bool((recipe.get("reward") or {}).get("model_judge"))
-        components = list(env.reward_components) + ([JUDGE_COMPONENT] if judged else [])
+        components = domain_components(env, recipe)
         check_terms(recipe["reward"]["terms"], components)
         FilterConfig.from_recipe(recipe.get("filters")).check_std_component(components)
         if not any(k in options for k in TASK_FILE_OPTIONS):

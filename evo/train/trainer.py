@@ -62,9 +62,9 @@ class Trainer:
         from evo.train.distributed import current
         from evo.train.engine import make_engine
         from evo.train.filters import FilterConfig
-        from evo.train.judge_model import COMPONENT as JUDGE_COMPONENT
         from evo.train.judge_model import make_judge
         from evo.train.policy import load_policy
+        from evo.train.recipe_check import domain_components
         from evo.train.rewards import check_terms
         from evo.train.rollout import RolloutLimits
         from evo.train.step_batch import StepSampler
@@ -79,7 +79,7 @@ class Trainer:
                              "or train with fewer processes")
         self.env = get_environment(spec.domain.name, spec.domain.options)
         self.judge = make_judge(recipe, self.out)
-        self.components = list(self.env.reward_components) + ([JUDGE_COMPONENT] if self.judge else [])
+        self.components = domain_components(self.env, recipe)
         self.terms = spec.reward["terms"]
         check_terms(self.terms, self.components)
         self.filter_cfg = FilterConfig.from_recipe(spec.filters)

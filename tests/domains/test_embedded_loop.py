@@ -134,15 +134,12 @@ def test_a_v0_harmed_by_an_efficiency_factor_has_the_factor_dropped_first(tmp_pa
     # A repair's start older than the parent is outside the step's tamper check: it is checked before training.
     from evo.errors import WorkspaceError
     from evo.loop import training
-    from evo.loop import versions as V
     from evo.loop.context import StepContext
-    from evo.loop.runs import Plan
 
     ws = StepContext(root)
     ws.open()
-    plan = Plan("policy", V.recipe_of(ws.lineage, "v1"), [0], start="v0")
-    assert training._init_of(ws, "v0", plan).endswith("v0/checkpoint")
+    assert training._init_of(ws, "v0", "v1").endswith("v0/checkpoint")  # v1's child, a repair starting at v0
     with open(root / ".evo/artifacts/v0/checkpoint/model.safetensors", "ab") as weights:
         weights.write(b"\0")
     with pytest.raises(WorkspaceError, match="not training from v0's policy: v0/checkpoint/model.safetensors has sha256"):
-        training._init_of(ws, "v0", plan)
+        training._init_of(ws, "v0", "v1")
