@@ -3,7 +3,8 @@
 Vetoes the version when any holds (recent = last third of training steps):
 
 - *one-turn degeneration*: in a multi-turn domain (recipe `domain.options.max_turns`
-  > 1, domain swe/sandbox, or the parent used several turns), at least
+  > 1, domain swe/sandbox, or the parent used several turns or was cut off by
+  its turn limit) whose own recipe allows more than one turn, at least
   ONE_TURN_COLLAPSE of recent training or validation episodes take one turn
   (paper D.5: an efficiency factor drove SWE to one-turn behavior and BC% ~ 0);
 - *runaway turn counts*: at least RUNAWAY_MAX_TURNS of recent training or
@@ -41,7 +42,7 @@ def _recent_rows(ctx):
 
 
 def _turn_checks(ctx, recent, collapse):
-    multi = _declared_multi_turn(ctx)
+    multi = _declared_multi_turn(ctx) and kit.turn_limit(ctx) != 1  # under `max_turns: 1` one turn is the recipe's
     for table, ids_col, where, scope in ((ctx.rollouts, "traj_id", "recent training", recent), (ctx.eval, "task_id", "validation", None)):
         if not kit.has(table, "turns") or table.num_rows == 0:
             continue

@@ -2,11 +2,18 @@
 
 Mean, p50/p90, max, the share of one-turn episodes and of episodes that hit
 the turn limit (`finish_reason == "max_turns"`), for training (overall; mean
-and one-turn share also over the recent steps) and validation. Single-turn domains report nothing.
+and one-turn share also over the recent steps) and validation; and
+`tool_cut_off_frac`, the share of the episodes that call a tool that end at the
+turn limit. That one tells a limit too short for the tool: under calc's
+`max_turns: 1` every call is cut off before it can be answered, the policy
+learns to stop calling, and the overall share at the limit stays small.
+Single-turn domains report nothing.
 
 Findings:
 - behavior.max_turns_hit (warning): at least MAX_TURNS_WARN of recent training
   (or validation) episodes end at the turn limit.
+- behavior.tool_cut_off (warning): at least MAX_TURNS_WARN of the training (or
+  validation) episodes that call a tool end at the turn limit.
 """
 
 import numpy as np
@@ -15,6 +22,10 @@ from evo.harness import kit
 
 LAYER = "behavior"
 MAX_TURNS_WARN = 0.25
+
+
+def _found(findings, id):
+    return any(f["id"] == id for f in findings)
 
 
 def analyze(ctx):
@@ -43,8 +54,19 @@ def analyze(ctx):
             f"{prefix}one_turn_frac": kit.frac(turns <= 1),
             f"{prefix}max_turns_frac": kit.frac(at_limit),
         })
+        if kit.has(table, "tool_calls"):
+            called = kit.col(table, "tool_calls", np.int64) > 0
+            if called.any():  # a call on the last allowed turn: its result can never be used
+                cut = kit.frac(at_limit[called])
+                metrics[f"{prefix}tool_cut_off_frac"] = cut
+                if cut >= MAX_TURNS_WARN and not _found(findings, "behavior.tool_cut_off"):
+                    where = "training" if prefix == "behavior/" else "validation"
+                    findings.append(kit.finding(
+                        "behavior.tool_cut_off", "warning",
+                        f"{cut:.0%} of the {where} episodes that call a tool end at the turn limit, before its result can be used",
+                        rows=kit.rows_where(table.column(ids_col), at_limit & called), values={"tool_cut_off_frac": cut}))
         rate = kit.frac(at_limit[scope])
-        if rate >= MAX_TURNS_WARN and not findings:
+        if rate >= MAX_TURNS_WARN and not _found(findings, "behavior.max_turns_hit"):
             where = "recent training" if prefix == "behavior/" else "validation"
             findings.append(kit.finding(
                 "behavior.max_turns_hit", "warning",

@@ -376,14 +376,24 @@ def regex_mask_prefiltered(table, names: Iterable[str], pattern: str) -> np.ndar
 
 def is_multi_turn(ctx, tables=None) -> bool:
     """Whether the domain runs episodes of several turns: the recipe says so, or an
-    episode of `tables` (default: this run's rollouts and eval) took more than one turn."""
-    options = ((ctx.recipe or {}).get("domain") or {}).get("options") or {}
-    if int(options.get("max_turns", 1) or 1) > 1 or ctx.domain in ("swe", "sandbox"):
+    episode of `tables` (default: this run's rollouts and eval) took more than one
+    turn or was cut off by the turn limit (an environment that would have gone on:
+    e.g. a calculator call on the only turn `max_turns: 1` allows)."""
+    if (turn_limit(ctx) or 1) > 1 or ctx.domain in ("swe", "sandbox"):
         return True
     for table in ((ctx.rollouts, ctx.eval) if tables is None else tables):
-        if has(table, "turns") and table.num_rows and int(np.max(col(table, "turns"))) > 1:
+        if not has(table, "turns") or not table.num_rows:
+            continue
+        if int(np.max(col(table, "turns"))) > 1 or (has(table, "finish_reason") and text_eq(table, "finish_reason", "max_turns").any()):
             return True
     return False
+
+
+def turn_limit(ctx) -> int | None:
+    """The recipe's `domain.options.max_turns`, or None when it names none."""
+    options = ((ctx.recipe or {}).get("domain") or {}).get("options") or {}
+    limit = options.get("max_turns")
+    return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
 def thirds(metrics: list[dict], key: str) -> tuple[float, float] | None:

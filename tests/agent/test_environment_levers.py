@@ -13,6 +13,7 @@ import pytest
 
 from evo.agent import get_agent
 from evo.recipe import load_recipe
+from evo.yamlio import dump_yaml
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -115,3 +116,21 @@ def test_a_binding_budget_is_raised_before_a_stronger_optimizer_signal(patch_sho
     ample = {**metrics, "behavior/max_turns_frac": 0.06}
     assert _propose(settings, make_ctx(kit.diagnosis(ample), skills=skills, domain="patch")).manifest["skill"] == \
         "lower-learning-rate"
+
+
+def test_a_turn_limit_that_cuts_off_the_tool_is_raised(worktree, kit, make_ctx, settings):
+    """Measured on calc's v0 under `max_turns: 1` (seed 5): 5% of training episodes call the calculator, every one is
+    cut off before its result can be answered, and the dead groups (57%) would otherwise bring StdGroupFilter."""
+    raw = load_recipe(RECIPES / "calc-tiny.yaml")
+    raw["domain"]["options"]["max_turns"] = 1
+    (worktree / "recipe.yaml").write_text(dump_yaml(raw))
+    metrics = {"behavior/max_turns_frac": 0.097, "behavior/tool_cut_off_frac": 1.0, "behavior/idle_failure_frac": 0.05,
+               "signal/dead_group_ratio": 0.57, "behavior/truncated_frac": 0.003}
+    skills = [kit.skill_named("std-group-filter"), kit.skill_named("raise-turn-limit")]
+    proposal = _propose(settings, make_ctx(kit.diagnosis(metrics), skills=skills, domain="calc"))
+    assert proposal.manifest["skill"] == "raise-turn-limit"
+    assert load_recipe(worktree / "recipe.yaml")["domain"]["options"]["max_turns"] == 2
+    (worktree / "recipe.yaml").write_text(dump_yaml(raw))
+    answered = {**metrics, "behavior/tool_cut_off_frac": 0.02}  # calls that fit: the limit is not what binds
+    assert _propose(settings, make_ctx(kit.diagnosis(answered), skills=skills, domain="calc")).manifest["skill"] == \
+        "std-group-filter"

@@ -70,8 +70,28 @@ def test_turn_distribution_in_multi_turn_domain(tmp_path, art):
     assert m["behavior/turns_mean"] == 4.0 and m["behavior/turns_max"] == 10
     assert m["behavior/turns_p50"] == 2.5 and m["behavior/one_turn_frac"] == 0.25
     assert m["behavior/max_turns_frac"] == 0.25
+    assert m["behavior/tool_cut_off_frac"] == pytest.approx(1 / 3)  # of the 36 episodes that called a tool
     f = art.by_id(r, "behavior.max_turns_hit")
     assert f["evidence"]["rows"][0] == "s2-g0-3"
+    assert art.by_id(r, "behavior.tool_cut_off")["evidence"]["values"]["tool_cut_off_frac"] == pytest.approx(1 / 3)
+
+
+def test_a_one_turn_limit_that_cuts_off_every_tool_call(tmp_path, art):
+    """calc under `max_turns: 1`: a calculator call takes the only turn, so its result is never answered.
+    Few episodes call (the policy learns not to), so the share at the limit stays low; among the callers it is all."""
+    calls = np.zeros(48, int)
+    calls[[3, 17, 30, 45]] = 1
+    finish = np.where(calls > 0, "max_turns", "stop")
+    table = art.rollouts(turns=[1] * 48, tool_calls=calls, finish_reason=finish.tolist())
+    recipe = {"domain": {"name": "calc", "options": {"tool": True, "max_turns": 1}}}
+    r = art.run_builtin("turns", art.ctx_for(tmp_path, rollouts_t=table, recipe=recipe))
+    m = r["metrics"]
+    assert m["behavior/max_turns_frac"] == pytest.approx(4 / 48) and m["behavior/tool_cut_off_frac"] == 1.0
+    assert art.ids(r) == {"behavior.tool_cut_off"}
+    assert art.by_id(r, "behavior.tool_cut_off")["evidence"]["rows"] == ["s0-g0-3", "s1-g0-1", "s1-g3-2", "s2-g3-1"]
+    answered_at_once = art.rollouts(turns=[1] * 48, tool_calls=[0] * 48, finish_reason=["stop"] * 48)
+    quiet = art.run_builtin("turns", art.ctx_for(tmp_path, "b", rollouts_t=answered_at_once, recipe=recipe))
+    assert quiet["metrics"] == {}  # one turn, nothing cut off: nothing says the domain has more turns to give
 
 
 def test_turns_silent_for_single_turn_domain(tmp_path, art):

@@ -128,6 +128,19 @@ def test_collapse_one_turn_degeneration_in_multi_turn_domain(tmp_path, art):
     assert single_turn_domain["vetoes"] == []
 
 
+def test_one_turn_is_no_collapse_under_a_one_turn_limit(tmp_path, art):
+    """A parent cut off by `max_turns: 1` reads as multi-turn; its child under the same limit takes one turn by recipe."""
+    calc_one_turn = {"domain": {"name": "calc", "options": {"tool": True, "max_turns": 1}}}
+    cut_off = art.rollouts(turns=[1] * 48, tool_calls=[1] * 12 + [0] * 36, finish_reason=["max_turns"] * 12 + ["stop"] * 36)
+    parent = art.write_run(tmp_path / "parent", rollouts_t=cut_off)
+    child = art.rollouts(turns=[1] * 48, tool_calls=[0] * 48, finish_reason=["stop"] * 48)
+    same_limit = art.run_builtin("audit_collapse", art.ctx_for(tmp_path, rollouts_t=child, recipe=calc_one_turn, parent=parent))
+    assert same_limit["vetoes"] == []
+    calc_two_turns = {"domain": {"name": "calc", "options": {"tool": True, "max_turns": 2}}}
+    raised = art.run_builtin("audit_collapse", art.ctx_for(tmp_path, "b", rollouts_t=child, recipe=calc_two_turns, parent=parent))
+    assert [v["evidence"]["kind"] for v in raised["vetoes"]] == ["one_turn"]
+
+
 def test_collapse_runaway_turns(tmp_path, art):
     table = art.rollouts(turns=[10] * 48, finish_reason=["max_turns"] * 48, tool_calls=[9] * 48)
     r = art.run_builtin("audit_collapse", art.ctx_for(tmp_path, rollouts_t=table, recipe=SWE))
