@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evo.agent.conditions import term_added
-from evo.agent.memory import negative_evidence, tried_on_path
+from evo.agent.memory import interventions_on_path, negative_evidence
 from evo.recipe import get_path
 from evo.yamlio import dump_yaml
 
@@ -34,7 +34,7 @@ class Blocklist:
     siblings: dict[tuple, str] = field(default_factory=dict)  # (factor, change) -> version tried from the same parent
     retested: set[tuple] = field(default_factory=set)  # sibling changes already re-tested after a harness revision
     harness_revised: bool = False
-    refuted_terms: list[tuple[dict, str]] = field(default_factory=list)  # (term pattern, skill name)
+    refuted_terms: list[tuple[dict, str]] = field(default_factory=list)  # (term pattern, who refutes it)
 
     @classmethod
     def from_context(cls, ctx) -> "Blocklist":
@@ -47,7 +47,8 @@ class Blocklist:
         for e in entries:
             block.refuted[(e.get("factor"), e.get("change"))] = (
                 f"refuted by {', '.join(map(str, e.get('outcomes', []) or ['negative evidence']))} in {', '.join(e.get('versions', []) or ['memory'])}")
-        block.tried = tried_on_path(ctx.lineage or [], ctx.parent)
+        on_path = interventions_on_path(ctx.lineage or [], ctx.parent)
+        block.tried = {(m.get("factor"), m.get("change")) for _, m in on_path}
         block.harness_revised = bool(ctx.harness_revised)
         # Same parent, same change: a duplicate, unless the harness (e.g. eval.k) changed since, which makes
         # it a re-test. One re-test per change: a sibling that already was one blocks it for good.
@@ -60,10 +61,16 @@ class Blocklist:
                     block.siblings[key] = s["name"]
                     if s.get("harness_revision") and m is s.get("intervention"):
                         block.retested.add(key)
+        repaired = {m.get("skill"): version for version, m in on_path}
         for skill in ctx.skills or []:
             for pattern in skill.refutes:
                 if pattern.get("path") == "reward.terms" and pattern.get("term"):
-                    block.refuted_terms.append((pattern["term"], skill.name))
+                    block.refuted_terms.append((pattern["term"], f"the negative-evidence skill {skill.name} refutes"))
+            if skill.repair and skill.name in repaired:  # what a repair on the path removed stays removed
+                for op in skill.patch:
+                    if op.get("op") == "drop_term":
+                        pattern = op["value"] if isinstance(op["value"], dict) else {"name": op["value"]}
+                        block.refuted_terms.append((pattern, f"the repair {skill.name} removed in {repaired[skill.name]}"))
         return block
 
     def why_blocked(self, factor: str, change: str, before: dict | None = None, after: dict | None = None) -> str | None:
@@ -75,9 +82,9 @@ class Blocklist:
             again = " and re-tested" if (factor, change) in self.retested else ""
             return f"already tried{again} from the same parent in {self.siblings[(factor, change)]}"
         if before is not None and after is not None:
-            for pattern, skill in self.refuted_terms:
+            for pattern, who in self.refuted_terms:
                 if term_added(before, after, pattern):
-                    return f"adds a reward term the negative-evidence skill {skill} refutes ({pattern})"
+                    return f"adds a reward term {who} ({pattern})"
         return None
 
 

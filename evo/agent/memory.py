@@ -222,16 +222,20 @@ def update_memory(root: str | Path, lineage: list[dict], diagnoses: dict[str, di
     return changed
 
 
-def tried_on_path(lineage: list[dict], parent: str) -> set[tuple[str, str]]:
-    """(factor, change) of every intervention on the path from v0 to `parent` (following first parents)."""
+def interventions_on_path(lineage: list[dict], parent: str) -> list[tuple[str, dict]]:
+    """(version, manifest) of every intervention and harness revision on the path from `parent` back to v0
+    (following first parents), newest first."""
     by_name = {s["name"]: s for s in lineage}
-    tried: set[tuple[str, str]] = set()
+    found: list[tuple[str, dict]] = []
     current, seen = parent, set()
     while current in by_name and current not in seen:
         seen.add(current)
         s = by_name[current]
-        for m in (s.get("intervention"), s.get("harness_revision")):
-            if m:
-                tried.add((m.get("factor"), m.get("change")))
+        found += [(current, m) for m in (s.get("intervention"), s.get("harness_revision")) if m]
         current = (s.get("parents") or [None])[0]
-    return tried
+    return found
+
+
+def tried_on_path(lineage: list[dict], parent: str) -> set[tuple[str, str]]:
+    """(factor, change) of every intervention on the path from v0 to `parent` (following first parents)."""
+    return {(m.get("factor"), m.get("change")) for _, m in interventions_on_path(lineage, parent)}

@@ -120,7 +120,7 @@ def test_a_v0_harmed_by_an_efficiency_factor_has_the_factor_dropped_first(tmp_pa
     metrics = json.loads((root / ".evo/artifacts/v0/diagnosis.json").read_text())["metrics"]
     assert metrics["version/turns_ratio_vs_parent"] < 1 and metrics["version/ci_high_vs_parent"] < 0, metrics
     iv = first_intervention(root)
-    assert iv["skill"] == "drop-efficiency-factor", iv
+    assert iv["skill"] == "drop-efficiency-term", iv
     assert iv["change_to"] == [{"name": "correctness", "weight": 1.0, "mode": "add"}], iv
     evo("approve", "-C", root, "v1", "--reason", "test")
     out = evo("step", "-C", root).stdout
