@@ -58,7 +58,7 @@ def _modes(table):
         counted = table.column("idle_turns").is_valid().to_numpy(zero_copy_only=False)  # (n,) the domain counted
         idle = np.where(counted, np.minimum(kit.col(table, "idle_turns", np.int64), turns), idle)
     ended_itself = kit.text_in(table, "finish_reason", ("eos", "stop")) if has_finish else np.ones(n, bool)
-    hit_limit = kit.text_in(table, "finish_reason", ("max_turns", "length")) if has_finish else np.zeros(n, bool)
+    hit_limit = kit.text_in(table, "finish_reason", ("max_turns", "length", "max_total_tokens")) if has_finish else np.zeros(n, bool)
     ran_out = hit_limit | truncated
     mostly_idle = idle >= IDLE_SHARE * turns
     submitted = _submitted(table, np.flatnonzero(~answered & (ended_itself | (ran_out & mostly_idle))))

@@ -4,6 +4,12 @@ Reported for validation (eval.parquet: `behavior/truncated_frac`, per stratum)
 and training rollouts (`behavior/train_truncated_frac`, recent steps, per
 stratum). Truncation turns correct-but-long reasoning into failures; when it
 concentrates in a hard stratum the fix is the token budget, not the reward.
+In multi-turn domains a trajectory is truncated by either of two limits: a
+turn's action reaching `rollout.max_new_tokens`, or the episode's
+`rollout.max_total_tokens` running out (finish reason `max_total_tokens`).
+`behavior/budget_cut_share` (and `behavior/train_budget_cut_share`) is the
+share of truncated trajectories the episode budget cut; where it is most of
+them, a longer turn would not have helped.
 
 Findings:
 - behavior.truncation (warning): validation truncation, or recent training
@@ -16,11 +22,15 @@ from evo.harness import kit
 
 LAYER = "behavior"
 TRUNC_WARN = 0.10
+EPISODE_BUDGET = "max_total_tokens"  # the rollout driver's finish reason when an episode's token budget ran out
 
 
 def _rates(table, prefix, metrics):
     truncated = kit.col(table, "truncated", bool)
     metrics[prefix] = kit.frac(truncated)
+    if truncated.any() and kit.has(table, "finish_reason"):  # which limit: the episode's budget or a turn's
+        budget = kit.text_eq(table, "finish_reason", EPISODE_BUDGET)
+        metrics[prefix.replace("truncated_frac", "budget_cut_share")] = kit.frac(budget[truncated])
     per = {}
     if kit.has(table, "stratum"):
         per = kit.mean_by(table, "stratum", truncated)

@@ -6,8 +6,11 @@ generate call across all live episodes; each turn's action tokens are appended
 with response_mask 1, the environment's observation tokens with response_mask 0
 (they are context, not policy output). Limits: `max_new_tokens` per turn and
 `max_total_tokens` per episode (prompt excluded); a trajectory that hits either
-is `truncated`. An episode that is not done after `max_turns` ends with finish
-reason `max_turns`.
+is `truncated`, with finish reason `length` when a turn's action reached
+`max_new_tokens` and `max_total_tokens` when the episode's budget ran out
+(an action cut short by it, or no room left for the next observation): the two
+call for different levers. An episode that is not done after `max_turns` ends
+with finish reason `max_turns`.
 
 The driver reads these keys from `StepResult.info` when present: `answer` (the
 extracted final answer), `tool` (name of the tool this turn called) or `tools`
@@ -114,6 +117,9 @@ def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: Rollout
     return trajs
 
 
+EPISODE_BUDGET = "max_total_tokens"  # finish reason: the episode's token budget, not the turn's, ran out
+
+
 def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, streams: bool = False) -> None:
     """One turn for every episode in `chunk`: one batched generate call, then each episode's step."""
     budgets = []
@@ -131,6 +137,8 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, strea
         if len(ids) > budget:  # this episode had less room than the batch maximum
             ids, reason = ids[:budget], "length"
             text = policy.decode(ids)
+        if reason == "length" and budget < limits.max_new_tokens:  # the episode's budget cut the action, not the turn's
+            reason = EPISODE_BUDGET
         t = x.traj
         t.response_ids += list(ids)
         t.response_mask += [1] * len(ids)
@@ -140,7 +148,7 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, strea
         if gen.entropy is not None and ids:  # token-weighted across turns
             t.info["entropy_sum"] = t.info.get("entropy_sum", 0.0) + gen.entropy * len(ids)
             t.info["entropy_tokens"] = t.info.get("entropy_tokens", 0) + len(ids)
-        if reason == "length":
+        if reason in ("length", EPISODE_BUDGET):
             x.hit_limit = True
         t.info["transcript"].append({"role": "assistant", "content": text})
         try:
@@ -166,7 +174,7 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, strea
             continue
         room = None if limits.max_total_tokens is None else limits.max_total_tokens - len(t.response_ids)
         if room is not None and room <= 0:  # no budget left to act on another observation
-            x.hit_limit, t.finish_reason = True, "length"
+            x.hit_limit, t.finish_reason = True, EPISODE_BUDGET
             _close(x)
             continue
         obs = result.observation or ""
@@ -180,7 +188,7 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, strea
         t.text += obs
         t.info["transcript"].append({"role": "user", "content": obs})
         if full:
-            x.hit_limit, t.finish_reason = True, "length"
+            x.hit_limit, t.finish_reason = True, EPISODE_BUDGET
             _close(x)
 
 

@@ -67,7 +67,7 @@ class Trajectory:
     response_ids: list[int]  # every token after the prompt: actions and observations
     response_mask: list[int]  # 1 where the token was produced by the policy (trained), else 0
     text: str  # the response as text (actions and observations interleaved)
-    finish_reason: str  # "eos" | "stop" | "length" | "max_turns" | "error"
+    finish_reason: str  # "eos" | "stop" | "length" | "max_total_tokens" | "max_turns" | "error"
     truncated: bool
     turns: int = 1
     tool_calls: int = 0

@@ -121,6 +121,16 @@ def test_judge_bonus_only_in_domains_that_emit_the_judge(kit, make_ctx, worktree
     assert _propose(settings, ctx) is None
 
 
+def test_no_longer_turns_when_the_episode_budget_is_what_cut(kit, make_ctx, settings):
+    """Measured on calc trained at temperature 0.6 (seed 9): 21% of validation episodes truncated, every one by the
+    64-token episode budget (idle turns and their error observations), none by a turn's max_new_tokens."""
+    skill = [kit.skill_named("raise-generation-length")]
+    assert _propose(settings, make_ctx(kit.diagnosis({"behavior/truncated_frac": 0.21, "behavior/budget_cut_share": 1.0}),
+                                       skills=skill)) is None
+    cut_turns = kit.diagnosis({"behavior/truncated_frac": 0.21, "behavior/budget_cut_share": 0.1})
+    assert _propose(settings, make_ctx(cut_turns, skills=skill)).manifest["factor"] == "rollout.max_new_tokens"
+
+
 def test_truncation_hidden_in_one_stratum_fires_through_the_any_branch(kit, make_ctx, settings):
     metrics = {"behavior/truncated_frac": 0.02, "behavior/truncated_frac_max_stratum": 0.41}
     proposal = _propose(settings, make_ctx(kit.diagnosis(metrics)))

@@ -87,7 +87,7 @@ def test_repetitive_loop_runs_to_the_turn_limit(env, hard, kit):
 
 def test_episode_token_budget_truncates(env, hard, kit):
     t = play(env, hard, ["read\n"] * 8, kit, max_total_tokens=60)
-    assert t.truncated and t.finish_reason == "length" and t.turns < 8
+    assert t.truncated and t.finish_reason == "max_total_tokens" and t.turns < 8
 
 
 def test_behaviour_terms_follow_the_definitions(env, hard, kit):

@@ -89,7 +89,7 @@ def test_running_out_of_turns_is_abandonment(hidden, kit):
 
 def test_turn_and_token_limits_of_the_driver(hidden, kit):
     traj, _ = run(hidden, clamp_task(hidden), ["read util.py"] * 6, kit, max_total_tokens=150)
-    assert traj.truncated and traj.finish_reason == "length" and traj.turns < 6
+    assert traj.truncated and traj.finish_reason == "max_total_tokens" and traj.turns < 6
 
 
 def test_paths_and_commands_outside_the_repository_are_refused(kit):

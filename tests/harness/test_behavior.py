@@ -27,6 +27,16 @@ def test_truncation_validation_per_stratum_and_training(tmp_path, art):
     assert f["evidence"]["rows"] == ["h0", "h1"]
 
 
+def test_truncation_says_which_limit_cut_the_episode(tmp_path, art):
+    """Multi-turn: a turn's action reaching max_new_tokens ("length") or the episode's budget running out."""
+    finish = ["max_total_tokens"] * 3 + ["length", "eos", "max_turns"] * 2 + ["eos"] * 3
+    truncated = [True] * 4 + [False] * 8
+    eval_t = art.eval_table({f"t{i}": [0] for i in range(12)}, truncated=truncated, finish_reason=finish)
+    r = art.run_builtin("truncation", art.ctx_for(tmp_path, eval_t=eval_t, recipe=MULTI_TURN))
+    assert r["metrics"]["behavior/truncated_frac"] == pytest.approx(4 / 12)
+    assert r["metrics"]["behavior/budget_cut_share"] == 0.75  # three of the four truncated episodes
+
+
 def test_truncation_quiet_when_rare(tmp_path, art):
     eval_t = art.eval_table({f"t{i}": [1] for i in range(20)}, truncated=[True] + [False] * 19)
     r = art.run_builtin("truncation", art.ctx_for(tmp_path, eval_t=eval_t))

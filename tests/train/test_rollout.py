@@ -97,9 +97,13 @@ def test_episode_limits_max_turns_and_max_total_tokens():
     trajs = rollout(env, env.tasks("train")[:1], CharPolicy(["run", "submitting"]), 2,
                     RolloutLimits(max_new_tokens=8, max_total_tokens=7))
     t = trajs[0]
-    assert t.truncated and t.finish_reason == "length"
+    assert t.truncated and t.finish_reason == "max_total_tokens"  # the episode's budget, not the turn's limit
     # "run" (3) + "ok" (2) leaves 2 tokens: "su" is cut, and no observation follows it.
     assert t.text == "runoksu" and t.response_mask == [1, 1, 1, 0, 0, 1, 1]
+    trajs = rollout(env, env.tasks("train")[:1], CharPolicy(["run", "submitting"]), 2,
+                    RolloutLimits(max_new_tokens=6, max_total_tokens=40))
+    t = trajs[0]  # "submitting" cut to "submit" by the turn's own limit, which the episode had room for
+    assert t.truncated and t.finish_reason == "length" and t.text == "runoksubmit"
 
 
 def test_single_turn_arithmetic_with_the_builtin_policy_is_batched_and_seeded():
