@@ -9,7 +9,8 @@ turn's action reaching `rollout.max_new_tokens`, or the episode's
 `rollout.max_total_tokens` running out (finish reason `max_total_tokens`).
 `behavior/budget_cut_share` (and `behavior/train_budget_cut_share`) is the
 share of truncated trajectories the episode budget cut; where it is most of
-them, a longer turn would not have helped.
+them, a longer turn would not have helped. Runs recorded before the driver
+told the two apart (2026-12-03) call every cut `length` and read 0 here.
 
 Findings:
 - behavior.truncation (warning): validation truncation, or recent training

@@ -6,7 +6,10 @@ and one-turn share also over the recent steps) and validation; and
 `tool_cut_off_frac`, the share of the episodes that call a tool that end at the
 turn limit. That one tells a limit too short for the tool: under calc's
 `max_turns: 1` every call is cut off before it can be answered, the policy
-learns to stop calling, and the overall share at the limit stays small.
+learns to stop calling, and the overall share at the limit stays small. Where
+every action is a tool call (patch, swe) it is the share at the limit among
+the episodes that acted at all, close to `max_turns_frac` (within 0.01 on four
+patch v0s).
 Single-turn domains report nothing.
 
 Findings:
@@ -54,16 +57,16 @@ def analyze(ctx):
             f"{prefix}one_turn_frac": kit.frac(turns <= 1),
             f"{prefix}max_turns_frac": kit.frac(at_limit),
         })
-        if kit.has(table, "tool_calls"):
+        if kit.has(table, "tool_calls") and kit.has(table, "finish_reason"):
             called = kit.col(table, "tool_calls", np.int64) > 0
-            if called.any():  # a call on the last allowed turn: its result can never be used
+            if called.any():  # they ran out of turns without finishing (in calc: without answering their calls)
                 cut = kit.frac(at_limit[called])
                 metrics[f"{prefix}tool_cut_off_frac"] = cut
                 if cut >= MAX_TURNS_WARN and not _found(findings, "behavior.tool_cut_off"):
                     where = "training" if prefix == "behavior/" else "validation"
                     findings.append(kit.finding(
                         "behavior.tool_cut_off", "warning",
-                        f"{cut:.0%} of the {where} episodes that call a tool end at the turn limit, before its result can be used",
+                        f"{cut:.0%} of the {where} episodes that call a tool end at the turn limit without finishing",
                         rows=kit.rows_where(table.column(ids_col), at_limit & called), values={"tool_cut_off_frac": cut}))
         rate = kit.frac(at_limit[scope])
         if rate >= MAX_TURNS_WARN and not _found(findings, "behavior.max_turns_hit"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evo.agent.conditions import term_added
-from evo.agent.memory import interventions_on_path, negative_evidence
+from evo.agent.memory import interventions_on_path, negative_evidence, tried_on_path
 from evo.recipe import get_path
 from evo.yamlio import dump_yaml
 
@@ -47,8 +47,7 @@ class Blocklist:
         for e in entries:
             block.refuted[(e.get("factor"), e.get("change"))] = (
                 f"refuted by {', '.join(map(str, e.get('outcomes', []) or ['negative evidence']))} in {', '.join(e.get('versions', []) or ['memory'])}")
-        on_path = interventions_on_path(ctx.lineage or [], ctx.parent)
-        block.tried = {(m.get("factor"), m.get("change")) for _, m in on_path}
+        block.tried = tried_on_path(ctx.lineage or [], ctx.parent)
         block.harness_revised = bool(ctx.harness_revised)
         # Same parent, same change: a duplicate, unless the harness (e.g. eval.k) changed since, which makes
         # it a re-test. One re-test per change: a sibling that already was one blocks it for good.
@@ -61,7 +60,9 @@ class Blocklist:
                     block.siblings[key] = s["name"]
                     if s.get("harness_revision") and m is s.get("intervention"):
                         block.retested.add(key)
-        repaired = {m.get("skill"): version for version, m in on_path}
+        repaired: dict[str, str] = {}  # repair skill -> the newest version on the path it made
+        for version, m in interventions_on_path(ctx.lineage or [], ctx.parent):
+            repaired.setdefault(m.get("skill"), version)
         for skill in ctx.skills or []:
             for pattern in skill.refutes:
                 if pattern.get("path") == "reward.terms" and pattern.get("term"):

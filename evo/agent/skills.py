@@ -167,6 +167,10 @@ def _evidence_block(entries: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Built-in skills renamed since a workspace may have recorded a version under the old name: old -> new.
+RENAMED = {"drop-efficiency-factor": "drop-efficiency-term"}
+
+
 def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str, outcome: str, domain: str) -> list[Path]:
     """Record that `skill_name` was used by `version` with `outcome` in `domain`; returns the files it wrote.
 
@@ -177,6 +181,8 @@ def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str,
     never modified.
     """
     skills_dir = Path(skills_dir)
+    if not (skills_dir / skill_name / "SKILL.md").exists():
+        skill_name = RENAMED.get(skill_name, skill_name)  # a version proposed before its built-in skill was renamed
     target = skills_dir / skill_name / "SKILL.md"
     written: list[Path] = []
     if not target.exists():

@@ -76,8 +76,9 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     working-tree run); from the base model, +0.338 [+0.255, +0.417] (a clean
     checkout). So the
     repair walks up first parents while the ancestor's recipe still meets the
-    skill's requirements and trains from the first one that does not, or from
-    the base model (`V.BASE`) past v0. None: not a repair; train from the parent.
+    requirements of any repair skill (for this domain) the version undoes, and
+    trains from the first one that meets none, or from the base model
+    (`V.BASE`) past v0. None: not a repair; train from the parent.
     """
     from evo.agent.conditions import check_requirement
     from evo.agent.skills import load_skills
@@ -87,17 +88,17 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     def harmed(skill, name: str) -> bool:
         return all(check_requirement(r, V.recipe_of(ws.lineage, name)) for r in skill.requires)
 
-    for skill in load_skills(ws.root):
-        if not (skill.repair and skill.requires) or not harmed(skill, parent):
-            continue
-        if all(check_requirement(r, recipe) for r in skill.requires):
-            continue  # this version keeps the setting: not its repair
-        current: str | None = parent
-        while current is not None and harmed(skill, current):
-            parents = records[current].parents
-            current = parents[0] if parents else None
-        return current or V.BASE
-    return None
+    domain = (recipe.get("domain") or {}).get("name", "")
+    undone = [skill for skill in load_skills(ws.root)
+              if skill.repair and skill.requires and skill.applies_to(domain) and harmed(skill, parent)
+              and not all(check_requirement(r, recipe) for r in skill.requires)]  # kept settings are not repaired
+    if not undone:
+        return None
+    current: str | None = parent  # past every ancestor trained under any of the settings this version undoes
+    while current is not None and any(harmed(skill, current) for skill in undone):
+        parents = records[current].parents
+        current = parents[0] if parents else None
+    return current or V.BASE
 
 
 def _init_of(ws, source: str | None, parent: str | None) -> str | None:

@@ -117,7 +117,9 @@ def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: Rollout
     return trajs
 
 
-EPISODE_BUDGET = "max_total_tokens"  # finish reason: the episode's token budget, not the turn's, ran out
+# Finish reason: the episode's token budget, not the turn's, ran out. When both limits bind in one episode (a
+# turn cut by max_new_tokens, then an observation that fills the budget), the one reached last names it.
+EPISODE_BUDGET = "max_total_tokens"
 
 
 def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, streams: bool = False) -> None:

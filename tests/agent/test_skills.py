@@ -93,6 +93,13 @@ def test_skill_evidence_is_recorded_idempotently_and_builtins_stay_untouched(tmp
     assert strip(target.read_text()) == strip(shipped_text)
 
 
+def test_a_version_proposed_under_a_renamed_skill_records_its_evidence_on_the_new_name(tmp_path):
+    """drop-efficiency-factor became drop-efficiency-term: a step judged after the upgrade must not fail."""
+    written = update_skill_evidence(tmp_path / "skills", "drop-efficiency-factor", "v1", "improvement", "calc")
+    assert written == [tmp_path / "skills" / "drop-efficiency-term" / "SKILL.md"]
+    assert parse_skill(written[0], source="workspace").record()["wins"] == 1
+
+
 def test_harness_skill_copy_includes_its_analyzer(tmp_path):
     written = update_skill_evidence(tmp_path / "skills", "truncation-by-stratum", "v3", "improvement", "arithmetic")
     assert tmp_path / "skills" / "truncation-by-stratum" / "skill.py" in written

@@ -21,13 +21,13 @@ PLAIN = [{"name": "correctness", "weight": 1.0}]
 PARTIAL = [*PLAIN, {"name": "partial_credit", "weight": 0.5}]
 
 
-def recipe(terms: list[dict]) -> dict:
-    return normalize_recipe(set_path(load_yaml(resource_dir("recipes") / "calc-tiny.yaml"), "reward.terms", terms))
+def recipe(terms: list[dict], base: str = "calc-tiny") -> dict:
+    return normalize_recipe(set_path(load_yaml(resource_dir("recipes") / f"{base}.yaml"), "reward.terms", terms))
 
 
 class Lineage:
-    def __init__(self, versions: dict[str, tuple[list[str], list[dict]]]):
-        base = load_yaml(resource_dir("recipes") / "calc-tiny.yaml")
+    def __init__(self, versions: dict[str, tuple[list[str], list[dict]]], base: str = "calc-tiny"):
+        base = load_yaml(resource_dir("recipes") / f"{base}.yaml")
         self.texts = {name: dump_yaml(set_path(base, "reward.terms", terms)) for name, (_, terms) in versions.items()}
         self.records = {name: SimpleNamespace(parents=parents) for name, (parents, _) in versions.items()}
 
@@ -39,8 +39,8 @@ class Lineage:
         return self.texts[version]
 
 
-def ws(tmp_path: Path, versions) -> SimpleNamespace:
-    return SimpleNamespace(root=tmp_path, lineage=Lineage(versions))
+def ws(tmp_path: Path, versions, base: str = "calc-tiny") -> SimpleNamespace:
+    return SimpleNamespace(root=tmp_path, lineage=Lineage(versions, base))
 
 
 @pytest.mark.parametrize("versions, parent, expected", [
@@ -60,3 +60,26 @@ def test_what_the_recipe_undoes_decides_not_what_the_manifest_says(tmp_path):
     assert repair_start(space, "v0", recipe(PARTIAL)) == "base"
     # a parent without the setting has nothing to undo
     assert repair_start(ws(tmp_path, {"v0": ([], PLAIN)}), "v0", recipe(PARTIAL)) is None
+
+
+BONUS = [*PLAIN, {"name": "efficiency", "weight": 0.3}]
+
+
+def test_partial_credit_and_an_additive_bonus_are_repairs_on_patch(tmp_path):
+    assert repair_start(ws(tmp_path, {"v0": ([], PARTIAL)}, "patch-tiny"), "v0", recipe(PLAIN, "patch-tiny")) == "base"
+    later = ws(tmp_path, {"v0": ([], PLAIN), "v1": (["v0"], PARTIAL)}, "patch-tiny")
+    assert repair_start(later, "v1", recipe(PLAIN, "patch-tiny")) == "v0"
+    assert repair_start(ws(tmp_path, {"v0": ([], BONUS)}, "patch-tiny"), "v0", recipe(PLAIN, "patch-tiny")) == "base"
+
+
+def test_undoing_two_settings_starts_before_both(tmp_path):
+    """v0 had partial credit, v1 added the factor: a v2 dropping both must not start from v0 (still partial credit)."""
+    both = ws(tmp_path, {"v0": ([], PARTIAL), "v1": (["v0"], [*PARTIAL, {"name": "efficiency", "mode": "factor"}])},
+              "patch-tiny")
+    assert repair_start(both, "v1", recipe(PLAIN, "patch-tiny")) == "base"
+
+
+def test_removing_partial_credit_is_no_repair_in_a_single_turn_domain(tmp_path):
+    """On arithmetic partial credit is the continuous-partial-credit lever, not a shortcut: train from the parent."""
+    space = ws(tmp_path, {"v0": ([], PLAIN), "v1": (["v0"], PARTIAL)}, "arithmetic-tiny")
+    assert repair_start(space, "v1", recipe(PLAIN, "arithmetic-tiny")) is None
