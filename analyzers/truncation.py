@@ -9,7 +9,11 @@ turn's action reaching `rollout.max_new_tokens`, or the episode's
 `rollout.max_total_tokens` running out (finish reason `max_total_tokens`).
 `behavior/budget_cut_share` (and `behavior/train_budget_cut_share`) is the
 share of truncated trajectories the episode budget cut; where it is most of
-them, a longer turn would not have helped. Runs recorded before the driver
+them, a longer turn would not have helped. `behavior/budget_cut_idle_share`
+(and `train_`) is the share of those budget-cut episodes that idled (at least
+half their turns before the cut one without a valid action, the domain's
+`idle_turns`): a budget spent on error observations, which more budget only
+prolongs. Runs recorded before the driver
 told the two apart (2026-12-03) call every cut `length` and read 0 here.
 
 Findings:
@@ -24,6 +28,7 @@ from evo.harness import kit
 LAYER = "behavior"
 TRUNC_WARN = 0.10
 EPISODE_BUDGET = "max_total_tokens"  # the rollout driver's finish reason when an episode's token budget ran out
+IDLE_SHARE = 0.5  # an episode idles when at least this share of its turns held no valid action (as abandonment's)
 
 
 def _rates(table, prefix, metrics):
@@ -32,6 +37,13 @@ def _rates(table, prefix, metrics):
     if truncated.any() and kit.has(table, "finish_reason"):  # which limit: the episode's budget or a turn's
         budget = kit.text_eq(table, "finish_reason", EPISODE_BUDGET)
         metrics[prefix.replace("truncated_frac", "budget_cut_share")] = kit.frac(budget[truncated])
+        if budget.any() and kit.has(table, "idle_turns") and kit.has(table, "turns"):
+            counted = table.column("idle_turns").is_valid().to_numpy(zero_copy_only=False)
+            # Before the cut: the action the budget cut short is almost always malformed, so it is left out.
+            idle = np.maximum(kit.col(table, "idle_turns", np.float64) - 1.0, 0.0)
+            turns = kit.col(table, "turns", np.float64) - 1.0
+            idling = counted & (turns >= 1.0) & (idle >= IDLE_SHARE * turns)  # a domain counting no idle turns: none
+            metrics[prefix.replace("truncated_frac", "budget_cut_idle_share")] = kit.frac(idling[budget])
     per = {}
     if kit.has(table, "stratum"):
         per = kit.mean_by(table, "stratum", truncated)

@@ -131,6 +131,25 @@ def test_no_longer_turns_when_the_episode_budget_is_what_cut(kit, make_ctx, sett
     assert _propose(settings, make_ctx(cut_turns, skills=skill)).manifest["factor"] == "rollout.max_new_tokens"
 
 
+def test_an_episode_budget_that_cuts_acting_episodes_is_raised(worktree, kit, make_ctx, settings):
+    """Measured on calc with max_total_tokens 24 (seed 2): 13% of training episodes cut, all by the episode budget,
+    none idling; the policy unlearned the calculator, so validation truncates little (4%). At temperature 0.6 (seed 9)
+    the budget-cut episodes idled (78% of validation ones): no budget raise, and no longer turns either."""
+    kit.set_recipe(worktree, **{"rollout.max_total_tokens": 24})
+    skills = [kit.skill_named(n) for n in ("raise-episode-budget", "raise-generation-length")]
+    acting = {"behavior/truncated_frac": 0.037, "behavior/budget_cut_share": 1.0, "behavior/budget_cut_idle_share": 0.0,
+              "behavior/train_truncated_frac": 0.129, "behavior/train_budget_cut_share": 1.0,
+              "behavior/train_budget_cut_idle_share": 0.0}
+    proposal = _propose(settings, make_ctx(kit.diagnosis(acting), skills=skills, domain="calc"))
+    assert proposal.manifest["skill"] == "raise-episode-budget"
+    assert load_recipe(worktree / "recipe.yaml")["rollout"]["max_total_tokens"] == 48
+    kit.set_recipe(worktree, **{"rollout.max_total_tokens": 64})
+    idling = {"behavior/truncated_frac": 0.21, "behavior/budget_cut_share": 1.0, "behavior/budget_cut_idle_share": 0.78,
+              "behavior/train_truncated_frac": 0.008, "behavior/train_budget_cut_share": 1.0,
+              "behavior/train_budget_cut_idle_share": 0.95}
+    assert _propose(settings, make_ctx(kit.diagnosis(idling), skills=skills, domain="calc")) is None
+
+
 def test_truncation_hidden_in_one_stratum_fires_through_the_any_branch(kit, make_ctx, settings):
     metrics = {"behavior/truncated_frac": 0.02, "behavior/truncated_frac_max_stratum": 0.41}
     proposal = _propose(settings, make_ctx(kit.diagnosis(metrics)))

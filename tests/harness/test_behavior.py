@@ -37,6 +37,18 @@ def test_truncation_says_which_limit_cut_the_episode(tmp_path, art):
     assert r["metrics"]["behavior/budget_cut_share"] == 0.75  # three of the four truncated episodes
 
 
+def test_budget_cut_episodes_that_idled_are_told_from_those_that_acted(tmp_path, art):
+    """calc under a 24-token budget: call, observation, then the answer is cut (itself malformed, so idle): acting.
+    Malformed actions whose error observations fill the budget: idling. The cut turn is left out of the count."""
+    finish = ["max_total_tokens"] * 4 + ["stop"] * 4
+    turns, idle = [2, 2, 3, 3] + [2] * 4, [1, 1, 3, 2] + [0] * 4
+    eval_t = art.eval_table({f"t{i}": [0] for i in range(8)}, truncated=[True] * 4 + [False] * 4, finish_reason=finish,
+                            turns=turns, idle_turns=idle)
+    m = art.run_builtin("truncation", art.ctx_for(tmp_path, eval_t=eval_t, recipe=MULTI_TURN))["metrics"]
+    assert m["behavior/budget_cut_share"] == 1.0
+    assert m["behavior/budget_cut_idle_share"] == 0.5  # the two 3-turn episodes idled in their 2 turns before the cut
+
+
 def test_truncation_quiet_when_rare(tmp_path, art):
     eval_t = art.eval_table({f"t{i}": [1] for i in range(20)}, truncated=[True] + [False] * 19)
     r = art.run_builtin("truncation", art.ctx_for(tmp_path, eval_t=eval_t))
