@@ -2,7 +2,8 @@
 
 Share of trajectories with at least one tool call, calls per trajectory, each
 tool's share of all calls (`behavior/tool_share/<tool>`), for training and
-validation; on validation also the mean score with and without tool use (the
+validation; for training also over the first and the last third of the steps
+(`behavior/tool_use_frac_first`, `_recent`: a policy learning to avoid its tool); on validation also the mean score with and without tool use (the
 paper's Math v8: ~27% of validation samples invoke the Code Interpreter, with
 gains concentrated there).
 
@@ -38,6 +39,10 @@ def analyze(ctx):
         calls = kit.col(table, "tool_calls", np.int64)
         used = calls > 0
         metrics[f"{prefix}tool_use_frac"] = kit.frac(used)
+        g = kit.groups(ctx) if prefix == "behavior/" else None
+        if g is not None:  # did training teach the tool, or teach the policy to avoid it?
+            metrics["behavior/tool_use_frac_first"] = kit.frac(used[g.broadcast(g.first())])
+            metrics["behavior/tool_use_frac_recent"] = kit.frac(used[g.broadcast(g.recent())])
         metrics[f"{prefix}tool_calls_mean"] = float(calls.mean())
         if kit.has(table, "tools"):
             for name, share in _tool_shares(table).items():

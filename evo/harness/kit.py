@@ -185,6 +185,11 @@ class GroupIndex:
         cut = steps[len(steps) - max(1, int(np.ceil(len(steps) / 3)))]
         return self.step >= cut
 
+    def first(self) -> np.ndarray:
+        """(groups,) bool: the group belongs to the first third of training steps."""
+        steps = np.unique(self.step)
+        return self.step <= steps[max(1, int(np.ceil(len(steps) / 3))) - 1]
+
 
 def group_index(steps: np.ndarray, groups: np.ndarray) -> GroupIndex:
     key = steps.astype(np.int64) * (int(groups.max(initial=0)) + 1) + groups.astype(np.int64)  # (rows,)

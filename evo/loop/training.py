@@ -79,11 +79,29 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     requirements of any repair skill (for this domain) the version undoes, and
     trains from the first one that meets none, or from the base model
     (`V.BASE`) past v0. None: not a repair; train from the parent.
+
+    A limit lifted on a policy that learned to avoid its tool is a repair too
+    (`_lifted_limit`): the version raises `domain.options.max_turns` or
+    `rollout.max_total_tokens`, and the parent's training episodes called a
+    tool less than half as often in its last third of steps as in its first
+    (TOOL_ABANDONED). Measured on calc: under `max_turns: 1` and under
+    `max_total_tokens: 24` v0 stopped calling the calculator (13% -> 0% and
+    18% -> 3% of episodes); the raised limit trained from v0's weights scored
+    0.118 and 0.215 against its controls' 0.117 and 0.175, the same recipe from
+    the base model 0.425 and 0.389. It walks up first parents while the
+    ancestor trained under a limit no higher than the parent's.
     """
     from evo.agent.conditions import check_requirement
     from evo.agent.skills import load_skills
 
     records = ws.lineage.read_all()
+
+    def walk_while(held) -> str:
+        current: str | None = parent
+        while current is not None and held(current):
+            parents = records[current].parents
+            current = parents[0] if parents else None
+        return current or V.BASE
 
     def harmed(skill, name: str) -> bool:
         return all(check_requirement(r, V.recipe_of(ws.lineage, name)) for r in skill.requires)
@@ -92,13 +110,37 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     undone = [skill for skill in load_skills(ws.root)
               if skill.repair and skill.requires and skill.applies_to(domain) and harmed(skill, parent)
               and not all(check_requirement(r, recipe) for r in skill.requires)]  # kept settings are not repaired
-    if not undone:
+    if undone:  # past every ancestor trained under any of the settings this version undoes
+        return walk_while(lambda name: any(harmed(skill, name) for skill in undone))
+    lifted = _lifted_limit(ws, parent, recipe)
+    if lifted is not None:
+        path, limit = lifted
+        return walk_while(lambda name: _limit(V.recipe_of(ws.lineage, name), path) <= limit)
+    return None
+
+
+LIMITS = ("domain.options.max_turns", "rollout.max_total_tokens")  # budgets a tool-using episode must fit in
+TOOL_ABANDONED = 0.5  # recent tool-use share below this fraction of the first third's: the policy learned to avoid it
+
+
+def _limit(recipe: dict, path: str) -> float:
+    from evo.recipe import get_path
+
+    value = get_path(recipe, path)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("inf")
+
+
+def _lifted_limit(ws, parent: str, recipe: dict) -> tuple[str, float] | None:
+    """(path, the parent's value) of a limit this recipe raises over a parent that learned to avoid its tool."""
+    parent_recipe = V.recipe_of(ws.lineage, parent)
+    raised = [(path, _limit(parent_recipe, path)) for path in LIMITS if _limit(recipe, path) > _limit(parent_recipe, path)]
+    if not raised:
         return None
-    current: str | None = parent  # past every ancestor trained under any of the settings this version undoes
-    while current is not None and any(harmed(skill, current) for skill in undone):
-        parents = records[current].parents
-        current = parents[0] if parents else None
-    return current or V.BASE
+    metrics = (read_json_if(artifact_dir(ws.root, ws.settings, parent) / "diagnosis.json") or {}).get("metrics", {})
+    first, recent = metrics.get("behavior/tool_use_frac_first"), metrics.get("behavior/tool_use_frac_recent")
+    if not (isinstance(first, (int, float)) and isinstance(recent, (int, float)) and first > 0):
+        return None
+    return raised[0] if recent < TOOL_ABANDONED * first else None
 
 
 def _init_of(ws, source: str | None, parent: str | None) -> str | None:

@@ -6,6 +6,7 @@ keeps the cases small (the end-to-end run is `tests/domains/test_embedded_loop.p
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -83,3 +84,43 @@ def test_removing_partial_credit_is_no_repair_in_a_single_turn_domain(tmp_path):
     """On arithmetic partial credit is the continuous-partial-credit lever, not a shortcut: train from the parent."""
     space = ws(tmp_path, {"v0": ([], PLAIN), "v1": (["v0"], PARTIAL)}, "arithmetic-tiny")
     assert repair_start(space, "v1", recipe(PLAIN, "arithmetic-tiny")) is None
+
+
+class LimitLineage(Lineage):
+    """calc-tiny with a turn limit per version: name -> (parents, max_turns)."""
+
+    def __init__(self, versions: dict[str, tuple[list[str], int]]):
+        base = load_yaml(resource_dir("recipes") / "calc-tiny.yaml")
+        self.texts = {n: dump_yaml(set_path(base, "domain.options.max_turns", t)) for n, (_, t) in versions.items()}
+        self.records = {n: SimpleNamespace(parents=p) for n, (p, _) in versions.items()}
+
+
+def limit_ws(tmp_path, versions, tool_use: dict[str, tuple[float, float]]):
+    """A workspace stand-in whose versions' diagnoses report (first-third, last-third) tool-use shares."""
+    space = SimpleNamespace(root=tmp_path, lineage=LimitLineage(versions), settings={"artifacts": {"root": ".evo/artifacts"}})
+    for name, (first, recent) in tool_use.items():
+        folder = tmp_path / ".evo" / "artifacts" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "diagnosis.json").write_text(json.dumps(
+            {"metrics": {"behavior/tool_use_frac_first": first, "behavior/tool_use_frac_recent": recent}}))
+    return space
+
+
+def turns(limit: int) -> dict:
+    return normalize_recipe(set_path(load_yaml(resource_dir("recipes") / "calc-tiny.yaml"), "domain.options.max_turns", limit))
+
+
+def test_a_lifted_limit_the_parent_learned_to_avoid_starts_before_it(tmp_path):
+    """Measured on calc under max_turns 1 (seed 5): v0's episodes calling the calculator fell from 13% to 0% over
+    its training; max_turns 2 from v0's weights scored 0.118 against its control's 0.117, from the base model 0.425."""
+    abandoned = limit_ws(tmp_path, {"v0": ([], 1)}, {"v0": (0.134, 0.0)})
+    assert repair_start(abandoned, "v0", turns(2)) == "base"
+    learned = limit_ws(tmp_path / "b", {"v0": ([], 1)}, {"v0": (0.48, 0.99)})  # tool use rose: a plain child
+    assert repair_start(learned, "v0", turns(2)) is None
+    same_limit = limit_ws(tmp_path / "c", {"v0": ([], 1)}, {"v0": (0.134, 0.0)})
+    assert repair_start(same_limit, "v0", turns(1)) is None  # nothing lifted
+
+
+def test_the_walk_stops_at_the_last_policy_trained_under_a_higher_limit(tmp_path):
+    space = limit_ws(tmp_path, {"v0": ([], 3), "v1": (["v0"], 1), "v2": (["v1"], 1)}, {"v2": (0.3, 0.02)})
+    assert repair_start(space, "v2", turns(2)) == "v0"
