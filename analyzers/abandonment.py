@@ -7,7 +7,7 @@
   call (turns - tool_calls). The fallback would call a final `answer N` turn
   idle, which is why the domain's own count comes first.
 - *Idle failure*: the episode ran out (turn or token limit) with no answer and
-  at least IDLE_SHARE of its turns idle — the policy talked instead of acting.
+  at least kit.IDLE_SHARE of its turns idle — the policy talked instead of acting.
 
 These are distinct from the Echo Trap (long and repetitive but rewarded); the
 paper's SWE filter separates all three. Single-turn domains report nothing.
@@ -23,7 +23,6 @@ from evo.harness import kit
 
 LAYER = "behavior"
 SUBMIT_TOOLS = ("submit", "finish", "answer")
-IDLE_SHARE = 0.5
 ABANDON_WARN = 0.2
 IDLE_WARN = 0.2
 
@@ -58,9 +57,9 @@ def _modes(table):
         counted = table.column("idle_turns").is_valid().to_numpy(zero_copy_only=False)  # (n,) the domain counted
         idle = np.where(counted, np.minimum(kit.col(table, "idle_turns", np.int64), turns), idle)
     ended_itself = kit.text_in(table, "finish_reason", ("eos", "stop")) if has_finish else np.ones(n, bool)
-    hit_limit = kit.text_in(table, "finish_reason", ("max_turns", "length", "max_total_tokens")) if has_finish else np.zeros(n, bool)
+    hit_limit = kit.text_in(table, "finish_reason", ("max_turns", "length")) if has_finish else np.zeros(n, bool)
     ran_out = hit_limit | truncated
-    mostly_idle = idle >= IDLE_SHARE * turns
+    mostly_idle = idle >= kit.IDLE_SHARE * turns
     submitted = _submitted(table, np.flatnonzero(~answered & (ended_itself | (ran_out & mostly_idle))))
     unfinished = ~answered & ~submitted
     abandoned = ended_itself & unfinished

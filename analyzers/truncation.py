@@ -27,23 +27,25 @@ from evo.harness import kit
 
 LAYER = "behavior"
 TRUNC_WARN = 0.10
-EPISODE_BUDGET = "max_total_tokens"  # the rollout driver's finish reason when an episode's token budget ran out
-IDLE_SHARE = 0.5  # an episode idles when at least this share of its turns held no valid action (as abandonment's)
+
+
+def _idled_before_the_cut(table) -> np.ndarray:
+    """(rows,) bool: at least IDLE_SHARE of the turns before the last one idle. The action a budget cut short is
+    almost always malformed, so it is left out; a domain that counts no idle turns idles nowhere."""
+    counted = table.column("idle_turns").is_valid().to_numpy(zero_copy_only=False)
+    idle = np.maximum(kit.col(table, "idle_turns", np.float64) - 1.0, 0.0)
+    turns = kit.col(table, "turns", np.float64) - 1.0
+    return counted & (turns >= 1.0) & (idle >= kit.IDLE_SHARE * turns)
 
 
 def _rates(table, prefix, metrics):
     truncated = kit.col(table, "truncated", bool)
     metrics[prefix] = kit.frac(truncated)
     if truncated.any() and kit.has(table, "finish_reason"):  # which limit: the episode's budget or a turn's
-        budget = kit.text_eq(table, "finish_reason", EPISODE_BUDGET)
+        budget = kit.text_eq(table, "finish_reason", kit.EPISODE_BUDGET)
         metrics[prefix.replace("truncated_frac", "budget_cut_share")] = kit.frac(budget[truncated])
         if budget.any() and kit.has(table, "idle_turns") and kit.has(table, "turns"):
-            counted = table.column("idle_turns").is_valid().to_numpy(zero_copy_only=False)
-            # Before the cut: the action the budget cut short is almost always malformed, so it is left out.
-            idle = np.maximum(kit.col(table, "idle_turns", np.float64) - 1.0, 0.0)
-            turns = kit.col(table, "turns", np.float64) - 1.0
-            idling = counted & (turns >= 1.0) & (idle >= IDLE_SHARE * turns)  # a domain counting no idle turns: none
-            metrics[prefix.replace("truncated_frac", "budget_cut_idle_share")] = kit.frac(idling[budget])
+            metrics[prefix.replace("truncated_frac", "budget_cut_idle_share")] = kit.frac(_idled_before_the_cut(table)[budget])
     per = {}
     if kit.has(table, "stratum"):
         per = kit.mean_by(table, "stratum", truncated)

@@ -27,8 +27,10 @@ LAYER = "behavior"
 MAX_TURNS_WARN = 0.25
 
 
-def _found(findings, id):
-    return any(f["id"] == id for f in findings)
+def _warn_once(findings, id, message, ids, mask, values):
+    """Add warning `id` unless the training table already raised it (validation adds only what training did not)."""
+    if not any(f["id"] == id for f in findings):
+        findings.append(kit.finding(id, "warning", message, rows=kit.rows_where(ids, mask), values=values))
 
 
 def analyze(ctx):
@@ -57,22 +59,18 @@ def analyze(ctx):
             f"{prefix}one_turn_frac": kit.frac(turns <= 1),
             f"{prefix}max_turns_frac": kit.frac(at_limit),
         })
-        if kit.has(table, "tool_calls") and kit.has(table, "finish_reason"):
-            called = kit.col(table, "tool_calls", np.int64) > 0
-            if called.any():  # they ran out of turns without finishing (in calc: without answering their calls)
-                cut = kit.frac(at_limit[called])
-                metrics[f"{prefix}tool_cut_off_frac"] = cut
-                if cut >= MAX_TURNS_WARN and not _found(findings, "behavior.tool_cut_off"):
-                    where = "training" if prefix == "behavior/" else "validation"
-                    findings.append(kit.finding(
-                        "behavior.tool_cut_off", "warning",
-                        f"{cut:.0%} of the {where} episodes that call a tool end at the turn limit without finishing",
-                        rows=kit.rows_where(table.column(ids_col), at_limit & called), values={"tool_cut_off_frac": cut}))
+        ids, training = table.column(ids_col), prefix == "behavior/"
+        called = kit.col(table, "tool_calls", np.int64) > 0 if kit.has(table, "tool_calls") else np.zeros(len(turns), bool)
+        if called.any() and kit.has(table, "finish_reason"):  # out of turns unfinished (in calc: calls never answered)
+            cut = kit.frac(at_limit[called])
+            metrics[f"{prefix}tool_cut_off_frac"] = cut
+            if cut >= MAX_TURNS_WARN:
+                _warn_once(findings, "behavior.tool_cut_off",
+                           f"{cut:.0%} of the {'training' if training else 'validation'} episodes that call a tool "
+                           "end at the turn limit without finishing", ids, at_limit & called, {"tool_cut_off_frac": cut})
         rate = kit.frac(at_limit[scope])
-        if rate >= MAX_TURNS_WARN and not _found(findings, "behavior.max_turns_hit"):
-            where = "recent training" if prefix == "behavior/" else "validation"
-            findings.append(kit.finding(
-                "behavior.max_turns_hit", "warning",
-                f"{rate:.0%} of {where} episodes end at the turn limit (mean {turns[scope].mean():.1f} turns)",
-                rows=kit.rows_where(table.column(ids_col), at_limit & scope), values={"max_turns_frac": rate}))
+        if rate >= MAX_TURNS_WARN:
+            _warn_once(findings, "behavior.max_turns_hit",
+                       f"{rate:.0%} of {'recent training' if training else 'validation'} episodes end at the turn limit "
+                       f"(mean {turns[scope].mean():.1f} turns)", ids, at_limit & scope, {"max_turns_frac": rate})
     return {"metrics": metrics, "findings": findings}

@@ -22,6 +22,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from evo.harness.ngrams import NgramStats, ngram_stats
+from evo.train.types import EPISODE_BUDGET  # noqa: F401  (analyzers read finish reasons through kit)
+
+IDLE_SHARE = 0.5  # an episode idles when at least this share of its turns held no valid action
 
 LAYERS = ("score", "signal", "behavior", "version")
 SEVERITIES = ("info", "warning", "critical")

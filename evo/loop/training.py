@@ -94,7 +94,12 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     from evo.agent.conditions import check_requirement
     from evo.agent.skills import load_skills
 
-    records = ws.lineage.read_all()
+    records, recipes = ws.lineage.read_all(), {}
+
+    def recipe_at(name: str) -> dict:  # each ancestor's recipe parsed once, whatever the skills and the walk ask
+        if name not in recipes:
+            recipes[name] = V.recipe_of(ws.lineage, name)
+        return recipes[name]
 
     def walk_while(held) -> str:
         current: str | None = parent
@@ -104,7 +109,7 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
         return current or V.BASE
 
     def harmed(skill, name: str) -> bool:
-        return all(check_requirement(r, V.recipe_of(ws.lineage, name)) for r in skill.requires)
+        return all(check_requirement(r, recipe_at(name)) for r in skill.requires)
 
     domain = (recipe.get("domain") or {}).get("name", "")
     undone = [skill for skill in load_skills(ws.root)
@@ -112,10 +117,10 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
               and not all(check_requirement(r, recipe) for r in skill.requires)]  # kept settings are not repaired
     if undone:  # past every ancestor trained under any of the settings this version undoes
         return walk_while(lambda name: any(harmed(skill, name) for skill in undone))
-    lifted = _lifted_limit(ws, parent, recipe)
+    lifted = _lifted_limit(ws, parent, recipe_at(parent), recipe)
     if lifted is not None:
         path, limit = lifted
-        return walk_while(lambda name: _limit(V.recipe_of(ws.lineage, name), path) <= limit)
+        return walk_while(lambda name: _limit(recipe_at(name), path) <= limit)
     return None
 
 
@@ -130,9 +135,8 @@ def _limit(recipe: dict, path: str) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("inf")
 
 
-def _lifted_limit(ws, parent: str, recipe: dict) -> tuple[str, float] | None:
+def _lifted_limit(ws, parent: str, parent_recipe: dict, recipe: dict) -> tuple[str, float] | None:
     """(path, the parent's value) of a limit this recipe raises over a parent that learned to avoid its tool."""
-    parent_recipe = V.recipe_of(ws.lineage, parent)
     raised = [(path, _limit(parent_recipe, path)) for path in LIMITS if _limit(recipe, path) > _limit(parent_recipe, path)]
     if not raised:
         return None

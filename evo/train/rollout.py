@@ -34,7 +34,7 @@ from typing import Sequence
 
 from evo.domains.base import Task
 from evo.recipe_spec import Rollout
-from evo.train.types import Trajectory
+from evo.train.types import EPISODE_BUDGET, Trajectory
 
 
 @dataclass(frozen=True)
@@ -115,11 +115,6 @@ def rollout(env, tasks: Sequence[Task], policy, group_size: int, limits: Rollout
         if t.turns <= 1:
             t.info["transcript"] = []  # single-turn: the prompt and text say it all
     return trajs
-
-
-# Finish reason: the episode's token budget, not the turn's, ran out. When both limits bind in one episode (a
-# turn cut by max_new_tokens, then an observation that fills the budget), the one reached last names it.
-EPISODE_BUDGET = "max_total_tokens"
 
 
 def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, streams: bool = False) -> None:

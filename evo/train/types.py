@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+# A trajectory's finish reason when the episode's token budget (`rollout.max_total_tokens`) ran out, where "length"
+# is a turn's action reaching `max_new_tokens`: the two call for different levers. When both bind in one episode (a
+# turn cut by max_new_tokens, then an observation that fills the budget), the one reached last names it.
+EPISODE_BUDGET = "max_total_tokens"
+
 
 @dataclass
 class Generation:
@@ -67,7 +72,7 @@ class Trajectory:
     response_ids: list[int]  # every token after the prompt: actions and observations
     response_mask: list[int]  # 1 where the token was produced by the policy (trained), else 0
     text: str  # the response as text (actions and observations interleaved)
-    finish_reason: str  # "eos" | "stop" | "length" | "max_total_tokens" | "max_turns" | "error"
+    finish_reason: str  # "eos" | "stop" | "length" | EPISODE_BUDGET | "max_turns" | "error"
     truncated: bool
     turns: int = 1
     tool_calls: int = 0
