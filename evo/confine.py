@@ -192,7 +192,10 @@ def kill(proc: subprocess.Popen) -> int:
     init = _jail_init(proc, info_fd) if proc.poll() is None and info_fd is not None else None
     try:
         if init is not None:
-            signal.pidfd_send_signal(init, signal.SIGKILL)
+            try:
+                signal.pidfd_send_signal(init, signal.SIGKILL)
+            except ProcessLookupError:  # the program ended between the poll and the signal: nothing left to kill
+                pass
         proc.kill()
         returncode = proc.wait()
         if init is not None:

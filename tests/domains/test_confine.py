@@ -106,6 +106,23 @@ def test_kill_ends_every_process_of_the_jail_detached_ones_included():
     assert sleepers() == []
 
 
+@needs_bwrap
+def test_kill_after_the_program_ended_by_itself_is_no_error(monkeypatch):
+    """The race CI met once: the jail's init exits between kill's poll and its signal (ESRCH on the pidfd)."""
+    real = confine.signal.pidfd_send_signal
+
+    def ended_first(fd, sig):
+        real(fd, sig)  # the program ends (here: made to) just before the signal would reach it
+        confine.select.select([fd], [], [], 5.0)
+        raise ProcessLookupError(3, "No such process")
+
+    monkeypatch.setattr(confine.signal, "pidfd_send_signal", ended_first)
+    proc = confine.popen(["/bin/sh", "-c", "sleep 30"], confine.Jail(python=False, env={"PATH": "/usr/bin:/bin"}))
+    time.sleep(0.2)
+    confine.kill(proc)
+    assert proc.poll() is not None
+
+
 def test_a_missing_bwrap_is_a_one_line_error_naming_the_fix(monkeypatch):
     real_which = confine.shutil.which
     monkeypatch.setattr(confine.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
