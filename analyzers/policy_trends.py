@@ -9,6 +9,10 @@ Findings:
 - signal.entropy_falling (warning): last-third entropy below ENTROPY_DROP_WARN x
   first-third (exploration is closing; collapse audit vetoes near 0).
 - signal.kl_rising (warning): last-third KL above KL_WARN and KL_GROWTH_WARN x first third.
+- signal.kl_jump (warning): first-third KL already above KL_JUMP nats: the first
+  updates threw the policy far from its reference at once, which a KL that then
+  stays high never shows as rising (calc at 10x the learning rate: KL 0 -> 3.0
+  after one update, reward 0.55 -> 0.00, and 3.4 -> 3.3 first third to last).
 - signal.clip_high (warning): last-third clip_frac_high above CLIP_WARN (updates too large).
 - signal.zero_advantage (warning): at least ZERO_ADV_WARN of trajectories have advantage 0.
 """
@@ -24,6 +28,7 @@ ROLLOUT_FALLBACK = {"policy/entropy": "entropy", "policy/kl": "kl", "policy/clip
 ENTROPY_DROP_WARN = 0.3
 KL_WARN = 0.1
 KL_GROWTH_WARN = 3.0
+KL_JUMP = 1.0  # ten times KL_WARN, in the first third: runs at the default rate stay below 0.1 there (0.006-0.09)
 CLIP_WARN = 0.2
 ZERO_ADV_WARN = 0.5
 
@@ -54,6 +59,11 @@ def analyze(ctx):
         if last > KL_WARN and last > KL_GROWTH_WARN * max(first, 1e-12):
             findings.append(kit.finding("signal.kl_rising", "warning",
                                         f"KL to the reference rose from {first:.3g} to {last:.3g}; the policy is drifting fast",
+                                        values={"kl_first": first, "kl_last": last}))
+        if first > KL_JUMP:
+            findings.append(kit.finding("signal.kl_jump", "warning",
+                                        f"KL to the reference was already {first:.3g} in the first third of training: "
+                                        "the first updates moved the policy far from where it started (lower the learning rate)",
                                         values={"kl_first": first, "kl_last": last}))
     if "clip_frac_high" in trends and trends["clip_frac_high"][1] > CLIP_WARN:
         last = trends["clip_frac_high"][1]

@@ -9,7 +9,9 @@ turn limit. That one tells a limit too short for the tool: under calc's
 learns to stop calling, and the overall share at the limit stays small. Where
 every action is a tool call (patch, swe) it is the share at the limit among
 the episodes that acted at all, close to `max_turns_frac` (within 0.01 on four
-patch v0s).
+patch v0s). It is reported only over at least MIN_CALLERS calling episodes: a
+policy that all but never calls (two of 2,560 episodes, trying a calculator
+that is not offered) gives a share of two episodes, no evidence about the limit.
 Single-turn domains report nothing.
 
 Findings:
@@ -25,6 +27,7 @@ from evo.harness import kit
 
 LAYER = "behavior"
 MAX_TURNS_WARN = 0.25
+MIN_CALLERS = 16  # two groups' worth of episodes that call a tool: fewer, and no share at the limit is claimed
 
 
 def _warn_once(findings, id, message, ids, mask, values):
@@ -61,7 +64,7 @@ def analyze(ctx):
         })
         ids, training = table.column(ids_col), prefix == "behavior/"
         called = kit.col(table, "tool_calls", np.int64) > 0 if kit.has(table, "tool_calls") else np.zeros(len(turns), bool)
-        if called.any() and kit.has(table, "finish_reason"):  # out of turns unfinished (in calc: calls never answered)
+        if called.sum() >= MIN_CALLERS and kit.has(table, "finish_reason"):  # out of turns unfinished (in calc: calls never answered)
             cut = kit.frac(at_limit[called])
             metrics[f"{prefix}tool_cut_off_frac"] = cut
             if cut >= MAX_TURNS_WARN:

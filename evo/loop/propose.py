@@ -155,7 +155,7 @@ MAX_MEASURE_SEEDS = load_schema("manifest")["properties"]["seeds"]["maximum"]  #
 
 def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,
                         usage: dict) -> dict:
-    """The agent proposes nothing: stop only on a measured plateau, else measure one.
+    """The agent proposes nothing: stop only on a measured plateau (or a collapsed parent), else measure one.
 
     What continuing the parent's own recipe gave (its control, or a
     continue-training child) decides. A plateau is measured when its interval
@@ -174,6 +174,11 @@ def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, reco
       narrow the interval), up to the schema's seed limit, where the loop stops
       and says the plateau was not established.
     """
+    veto = V.collapse_veto(records, parent)
+    if veto is not None:  # a dead group carries no gradient: more of the same steps cannot be measured learning
+        return {"status": "nothing", "reason": f"{parent}'s policy collapsed ({veto.get('message', 'collapse veto')}) and no "
+                                               "lever's trigger fires on its diagnosis; continuing it measures nothing: "
+                                               "change the recipe (see its diagnosis)"}
     measured = V.continuations(records, parent)
     slope_t = _reward_slope_t(ws, measured[-1] if measured else None, diagnosis)
     rising = slope_t is not None and slope_t >= 2

@@ -1,7 +1,8 @@
 """The training runs behind a verdict: seed replicates, counterfactual controls, the noise floor.
 
 A candidate trains `grpo.steps` more steps from its parent's checkpoint (a
-repair from an older policy's: `evo.loop.training.repair_start`), so
+repair, or the child of a collapsed policy, from an older policy's:
+`evo.loop.training.repair_start`), so
 comparing it with the parent credits it with whatever more training alone
 would have given. The **control** answers that: the parent's own recipe,
 continued from the parent's checkpoint under the candidate's step and seed

@@ -64,7 +64,8 @@ def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
 
 
 def repair_start(ws, parent: str, recipe: dict) -> str | None:
-    """Where a repair trains from: the last policy on its path trained without the setting it undoes.
+    """Where a repair trains from: the last policy on its path trained without the setting it undoes
+    (and any policy version, when its parent collapsed: the last policy on its path that did not).
 
     A version is a repair when its recipe undoes the setting a `repair` skill
     names (the skill's `requires` hold on the parent's recipe and not on this
@@ -78,7 +79,7 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     repair walks up first parents while the ancestor's recipe still meets the
     requirements of any repair skill (for this domain) the version undoes, and
     trains from the first one that meets none, or from the base model
-    (`V.BASE`) past v0. None: not a repair; train from the parent.
+    (`V.BASE`) past v0. None: train from the parent.
 
     A limit lifted on a policy that learned to avoid its tool is a repair too
     (`_lifted_limit`): the version raises `domain.options.max_turns` or
@@ -90,6 +91,14 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     0.118 and 0.215 against its controls' 0.117 and 0.175, the same recipe from
     the base model 0.425 and 0.389. It walks up first parents while the
     ancestor trained under a limit no higher than the parent's.
+
+    Whatever the change, a start the collapse audit vetoed is walked past too
+    (`V.collapse_veto`): its training left no reward spread or no multi-turn
+    behaviour to learn from. Measured on calc at ten times the default
+    learning rate (seed 8): v0 fell to 0.000 with every recent group dead, and
+    its continuation from those weights stayed at 0.000 with a KL of 0.03,
+    since a dead group carries no gradient. So any policy version of a
+    collapsed v0 trains from the base model.
     """
     from evo.agent.conditions import check_requirement
     from evo.agent.skills import load_skills
@@ -101,12 +110,18 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
             recipes[name] = V.recipe_of(ws.lineage, name)
         return recipes[name]
 
-    def walk_while(held) -> str:
-        current: str | None = parent
+    def walk_while(held, origin: str = parent) -> str:
+        current: str | None = origin
         while current is not None and held(current):
             parents = records[current].parents
             current = parents[0] if parents else None
         return current or V.BASE
+
+    def past_collapse(start: str | None) -> str | None:
+        origin = start or parent
+        if origin == V.BASE or V.collapse_veto(records, origin) is None:
+            return start
+        return walk_while(lambda name: V.collapse_veto(records, name) is not None, origin)
 
     def harmed(skill, name: str) -> bool:
         return all(check_requirement(r, recipe_at(name)) for r in skill.requires)
@@ -116,12 +131,13 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
               if skill.repair and skill.requires and skill.applies_to(domain) and harmed(skill, parent)
               and not all(check_requirement(r, recipe) for r in skill.requires)]  # kept settings are not repaired
     if undone:  # past every ancestor trained under any of the settings this version undoes
-        return walk_while(lambda name: any(harmed(skill, name) for skill in undone))
+        return past_collapse(walk_while(lambda name: any(harmed(skill, name) for skill in undone)))
     lifted = _lifted_limit(ws, parent, recipe_at(parent), recipe)
     if lifted is not None:
         path, limit = lifted
-        return walk_while(lambda name: _limit(recipe_at(name), path) <= limit)
-    return None
+        return past_collapse(walk_while(lambda name: _limit(recipe_at(name), path) <= limit))
+    return past_collapse(None)
+
 
 
 LIMITS = ("domain.options.max_turns", "rollout.max_total_tokens")  # budgets a tool-using episode must fit in

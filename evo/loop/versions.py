@@ -124,6 +124,21 @@ def continuations(records: dict, name: str) -> list[dict]:
     return sorted(out, key=lambda c: c["time"])
 
 
+COLLAPSE_AUDIT = "collapse"  # analyzers/audit_collapse.py's audit name
+
+
+def collapse_veto(records: dict, name: str) -> dict | None:
+    """The collapse audit's veto of `name`'s evaluation (its run ended with dead groups or one-turn episodes), or None.
+
+    A collapsed policy is no place to train from: a child inherits the collapse
+    (`evo.loop.training.repair_start` walks past it) and continuing it
+    unchanged measures nothing (`evo.loop.propose`).
+    """
+    record = records.get(name)
+    judged = record.last("judged") if record is not None else None
+    return next((v for v in (judged or {}).get("vetoes") or [] if v.get("audit") == COLLAPSE_AUDIT), None)
+
+
 def is_confounded(rec) -> bool:
     """Whether `rec`'s verdict credits it with the gain of its extra training steps.
 

@@ -404,6 +404,16 @@ def test_a_continue_already_tried_from_this_parent_is_not_repeated(kit, make_ctx
     assert _propose(settings, ctx) is None
 
 
+def test_a_kl_that_jumped_at_once_leads_to_a_lower_learning_rate(kit, make_ctx, settings):
+    """calc at 5e-3 (seed 8): KL 3.4 in the first third, 3.3 in the last; the rising-KL rule alone missed it."""
+    jumped = {"signal/kl_first": 3.383, "signal/kl_last": 3.324, "signal/kl_change": -0.018, "signal/clip_frac_high_last": 0.0}
+    proposal = _propose(settings, make_ctx(kit.diagnosis(jumped), skills=[kit.skill_named("lower-learning-rate")]))
+    assert proposal is not None and proposal.manifest["factor"] == "grpo.learning_rate"
+    assert proposal.manifest["evidence"]["metrics"] == {"signal/kl_first": 3.383}
+    calm = {**jumped, "signal/kl_first": 0.05, "signal/kl_last": 0.12}  # an ordinary run's first third
+    assert _propose(settings, make_ctx(kit.diagnosis(calm), skills=[kit.skill_named("lower-learning-rate")])) is None
+
+
 def test_a_plateau_at_a_high_clip_fraction_leads_to_a_learning_rate_candidate(kit, make_ctx, settings):
     plateau = {"version/continuation_measured": 1, "version/continuation_z": 0.5, "version/continuation_delta": 0.003,
                "signal/reward_slope_t": 0.4, "signal/clip_frac_high_last": 0.31, "signal/kl_last": 0.04,

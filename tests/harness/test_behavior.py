@@ -101,19 +101,33 @@ def test_turn_distribution_in_multi_turn_domain(tmp_path, art):
 def test_a_one_turn_limit_that_cuts_off_every_tool_call(tmp_path, art):
     """calc under `max_turns: 1`: a calculator call takes the only turn, so its result is never answered.
     Few episodes call (the policy learns not to), so the share at the limit stays low; among the callers it is all."""
-    calls = np.zeros(48, int)
-    calls[[3, 17, 30, 45]] = 1
+    calls = np.zeros(160, int)
+    calls[::10] = 1  # 16 callers, the fewest the share is claimed over
     finish = np.where(calls > 0, "max_turns", "stop")
-    table = art.rollouts(turns=[1] * 48, tool_calls=calls, finish_reason=finish.tolist())
+    table = art.rollouts(10, turns=[1] * 160, tool_calls=calls, finish_reason=finish.tolist())
     recipe = {"domain": {"name": "calc", "options": {"tool": True, "max_turns": 1}}}
     r = art.run_builtin("turns", art.ctx_for(tmp_path, rollouts_t=table, recipe=recipe))
     m = r["metrics"]
-    assert m["behavior/max_turns_frac"] == pytest.approx(4 / 48) and m["behavior/tool_cut_off_frac"] == 1.0
+    assert m["behavior/max_turns_frac"] == pytest.approx(16 / 160) and m["behavior/tool_cut_off_frac"] == 1.0
     assert art.ids(r) == {"behavior.tool_cut_off"}
-    assert art.by_id(r, "behavior.tool_cut_off")["evidence"]["rows"] == ["s0-g0-3", "s1-g0-1", "s1-g3-2", "s2-g3-1"]
+    callers = [t for t, c in zip(table.column("traj_id").to_pylist(), calls) if c]
+    assert art.by_id(r, "behavior.tool_cut_off")["evidence"]["rows"] == callers[:len(art.by_id(r, "behavior.tool_cut_off")["evidence"]["rows"])]
     answered_at_once = art.rollouts(turns=[1] * 48, tool_calls=[0] * 48, finish_reason=["stop"] * 48)
     quiet = art.run_builtin("turns", art.ctx_for(tmp_path, "b", rollouts_t=answered_at_once, recipe=recipe))
     assert quiet["metrics"] == {}  # one turn, nothing cut off: nothing says the domain has more turns to give
+
+
+def test_two_stray_calls_say_nothing_about_the_turn_limit(tmp_path, art):
+    """calc with the calculator withheld under `max_turns: 1`: two episodes in 160 still try to call it, and
+    both end at the limit. A share over two episodes is no evidence that the limit cuts the tool off (a probe
+    raised the turn limit on it, where the tool was what was missing)."""
+    calls = np.zeros(160, int)
+    calls[[7, 99]] = 1
+    table = art.rollouts(10, turns=[1] * 160, tool_calls=calls, finish_reason=np.where(calls > 0, "max_turns", "stop").tolist())
+    recipe = {"domain": {"name": "calc", "options": {"tool": False, "max_turns": 1}}}
+    r = art.run_builtin("turns", art.ctx_for(tmp_path, rollouts_t=table, recipe=recipe))
+    assert "behavior/tool_cut_off_frac" not in r["metrics"] and "behavior.tool_cut_off" not in art.ids(r)
+    assert r["metrics"]["behavior/max_turns_frac"] == pytest.approx(2 / 160)
 
 
 def test_turns_silent_for_single_turn_domain(tmp_path, art):

@@ -133,6 +133,19 @@ def test_policy_trends_from_metrics_jsonl(tmp_path, art):
     assert art.ids(r) == {"signal.entropy_falling", "signal.kl_rising", "signal.clip_high", "signal.zero_advantage"}
 
 
+def test_a_kl_that_jumps_at_once_and_stays_is_a_step_too_large(tmp_path, art):
+    """calc at ten times the default learning rate: KL 0 -> 3.0 after one update, then flat. It never *rises*
+    between the thirds, so only the first third's level tells it."""
+    kls = [0.0, 2.98, 4.29, 5.27, 4.06, 3.70, 3.40, 3.41, 3.21, 3.24, 3.61, 3.43, 3.49, 3.52, 3.62, 3.26, 3.26, 3.19]
+    metrics = [{"step": i, "policy/kl": kl} for i, kl in enumerate(kls)]
+    r = art.run_builtin("policy_trends", art.ctx_for(tmp_path, rollouts_t=art.rollouts(), metrics=metrics))
+    assert r["metrics"]["signal/kl_first"] > 1.0 and r["metrics"]["signal/kl_change"] < 2.0
+    assert "signal.kl_jump" in art.ids(r) and "signal.kl_rising" not in art.ids(r)
+    calm = [{"step": i, "policy/kl": kl} for i, kl in enumerate([0.0, 0.02, 0.05, 0.08, 0.1, 0.15])]
+    quiet = art.run_builtin("policy_trends", art.ctx_for(tmp_path, "b", rollouts_t=art.rollouts(), metrics=calm))
+    assert "signal.kl_jump" not in art.ids(quiet)
+
+
 def test_policy_trends_fall_back_to_rollout_columns(tmp_path, art):
     entropy = np.repeat([2.0, 1.0, 0.2], 16)  # per step
     r = art.run_builtin("policy_trends", art.ctx_for(tmp_path, rollouts_t=art.rollouts(entropy=entropy)))

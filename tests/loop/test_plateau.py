@@ -116,3 +116,23 @@ def test_the_reward_curve_is_the_continuations_own_not_the_parents(monkeypatch, 
     rising_parent = {"metrics": {"signal/reward_slope_t": 3.5}}
     out = propose._plateau_or_measure(ws, "v4", "v3", RECIPE, {}, rising_parent, {})
     assert out["status"] == "nothing" and "slope t = 0.2" in out["reason"], out  # the parent's 3.5 would never stop
+
+
+def test_a_collapsed_parent_is_not_continued_to_measure_a_plateau(monkeypatch):
+    """calc at ten times the default learning rate: v0 collapsed with every recent group dead. Continuing it
+    unchanged trained 20 steps at 0.000 (no gradient in a dead group); the loop says so and stops instead."""
+    from types import SimpleNamespace
+
+    veto = {"audit": "collapse", "message": "collapse (dead_groups): 100% of 112 recent groups have no reward spread"}
+    judged = {"event": "judged", "vetoes": [veto]}
+    records = {"v0": SimpleNamespace(parents=[], last=lambda event: judged if event == "judged" else None)}
+    monkeypatch.setattr(propose.V, "continuations", lambda records, name: [])
+    out = propose._plateau_or_measure(None, "v1", "v0", RECIPE, records, {"metrics": {}}, {})
+    assert out["status"] == "nothing" and "v0's policy collapsed (collapse (dead_groups): 100%" in out["reason"]
+    judged["vetoes"] = []  # the same parent, not vetoed: its continuation is measured
+    assert _manifest_first(propose._plateau_or_measure(None, "v1", "v0", RECIPE, records, {"metrics": {}}, {}))
+
+
+def _manifest_first(out):
+    assert out["status"] == "proposed", out
+    return out["manifests"][0]["kind"] == "continue"

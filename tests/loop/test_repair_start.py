@@ -1,4 +1,5 @@
-"""Where a repair trains from: the last policy on its path trained without the setting it undoes.
+"""Where a repair trains from: the last policy on its path trained without the setting it undoes;
+and any policy version of a collapsed parent: the last policy on its path that did not collapse.
 
 The walk reads each ancestor's recipe.yaml through the lineage; a stand-in lineage holding real recipe texts
 keeps the cases small (the end-to-end run is `tests/domains/test_embedded_loop.py`'s efficiency-factor test).
@@ -26,11 +27,18 @@ def recipe(terms: list[dict], base: str = "calc-tiny") -> dict:
     return normalize_recipe(set_path(load_yaml(resource_dir("recipes") / f"{base}.yaml"), "reward.terms", terms))
 
 
+def record(parents: list[str], vetoes: list[str] = ()) -> SimpleNamespace:
+    """A lineage record whose `judged` event names the audits that vetoed it."""
+    judged = {"event": "judged", "vetoes": [{"audit": a, "message": f"{a}: ..."} for a in vetoes]}
+    return SimpleNamespace(parents=parents, last=lambda event: judged if event == "judged" else None)
+
+
 class Lineage:
-    def __init__(self, versions: dict[str, tuple[list[str], list[dict]]], base: str = "calc-tiny"):
+    def __init__(self, versions: dict[str, tuple[list[str], list[dict]]], base: str = "calc-tiny",
+                 vetoed: dict[str, list[str]] | None = None):
         base = load_yaml(resource_dir("recipes") / f"{base}.yaml")
         self.texts = {name: dump_yaml(set_path(base, "reward.terms", terms)) for name, (_, terms) in versions.items()}
-        self.records = {name: SimpleNamespace(parents=parents) for name, (parents, _) in versions.items()}
+        self.records = {name: record(parents, (vetoed or {}).get(name, ())) for name, (parents, _) in versions.items()}
 
     def read_all(self):
         return self.records
@@ -40,8 +48,8 @@ class Lineage:
         return self.texts[version]
 
 
-def ws(tmp_path: Path, versions, base: str = "calc-tiny") -> SimpleNamespace:
-    return SimpleNamespace(root=tmp_path, lineage=Lineage(versions, base))
+def ws(tmp_path: Path, versions, base: str = "calc-tiny", vetoed=None) -> SimpleNamespace:
+    return SimpleNamespace(root=tmp_path, lineage=Lineage(versions, base, vetoed), settings={"artifacts": {"root": ".evo/artifacts"}})
 
 
 @pytest.mark.parametrize("versions, parent, expected", [
@@ -92,7 +100,7 @@ class LimitLineage(Lineage):
     def __init__(self, versions: dict[str, tuple[list[str], int]]):
         base = load_yaml(resource_dir("recipes") / "calc-tiny.yaml")
         self.texts = {n: dump_yaml(set_path(base, "domain.options.max_turns", t)) for n, (_, t) in versions.items()}
-        self.records = {n: SimpleNamespace(parents=p) for n, (p, _) in versions.items()}
+        self.records = {n: record(p) for n, (p, _) in versions.items()}
 
 
 def limit_ws(tmp_path, versions, tool_use: dict[str, tuple[float, float]]):
@@ -124,3 +132,24 @@ def test_a_lifted_limit_the_parent_learned_to_avoid_starts_before_it(tmp_path):
 def test_the_walk_stops_at_the_last_policy_trained_under_a_higher_limit(tmp_path):
     space = limit_ws(tmp_path, {"v0": ([], 3), "v1": (["v0"], 1), "v2": (["v1"], 1)}, {"v2": (0.3, 0.02)})
     assert repair_start(space, "v2", turns(2)) == "v0"
+
+
+def test_any_policy_version_of_a_collapsed_parent_starts_before_the_collapse(tmp_path):
+    """Measured on calc at ten times the default learning rate (seed 8): v0 collapsed to 0.000 with every recent group
+    dead, and its continuation from those weights stayed at 0.000, since a dead group carries no gradient. A change
+    that undoes nothing (here a lower learning rate) still trains from before the collapse."""
+    lower = set_path(recipe(PLAIN), "grpo.learning_rate", 2.5e-4)
+    assert repair_start(ws(tmp_path, {"v0": ([], PLAIN)}, vetoed={"v0": ["collapse"]}), "v0", lower) == "base"
+    later = ws(tmp_path, {"v0": ([], PLAIN), "v1": (["v0"], PLAIN), "v2": (["v1"], PLAIN)},
+               vetoed={"v1": ["collapse"], "v2": ["collapse"]})
+    assert repair_start(later, "v2", lower) == "v0"  # the last policy on the path that did not collapse
+    # another audit's veto (leaked answers) says the evaluation is suspect, not that the policy collapsed
+    assert repair_start(ws(tmp_path, {"v0": ([], PLAIN)}, vetoed={"v0": ["leakage"]}), "v0", lower) is None
+    assert repair_start(ws(tmp_path, {"v0": ([], PLAIN)}), "v0", lower) is None
+
+
+def test_a_repair_of_a_collapsed_parent_walks_past_both(tmp_path):
+    """v0 trained without the factor but collapsed, v1 added the factor: dropping it again starts from the base
+    model, not from v0's collapsed weights."""
+    space = ws(tmp_path, {"v0": ([], PLAIN), "v1": (["v0"], FACTOR)}, vetoed={"v0": ["collapse"]})
+    assert repair_start(space, "v1", recipe(PLAIN)) == "base"
