@@ -3,7 +3,10 @@
 A *trigger* is a condition on a diagnostic metric (`behavior/truncated_frac > 0.05`);
 a *requirement* is a condition on the parent's recipe (`reward.terms lacks_term
 partial_credit`); a *patch* is a list of recipe operations (`set`, `scale`,
-`add_term`, `drop_term`, `enable`). Triggers and requirements all must hold; `{any: [...]}`
+`add_term`, `drop_term`, `enable`); a `scale` takes a fixed factor (`value`) or
+one read from the diagnosis (`toward: {metric, target, power}`: the factor
+`(target / metric) ** power` that would bring the metric to its target, where
+the metric goes as the scaled setting to the power `1 / power`). Triggers and requirements all must hold; `{any: [...]}`
 groups alternatives and `{all: [...]}` a conjunction inside one. A condition on a metric the diagnosis lacks does not hold,
 and is reported as missing so the heuristic can install the analyzer that
 measures it.
@@ -117,12 +120,26 @@ def check_requirement(cond: dict, recipe: dict) -> bool:
         return False
 
 
-def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "patch") -> dict:
+def _scale_factor(op: dict, metrics: dict | None, source: str) -> float:
+    """A `scale` op's factor: its `value`, or `(target / metric) ** power` for `toward: {metric, target, power}`."""
+    toward = op.get("toward")
+    if toward is None:
+        return op["value"]
+    name = toward.get("metric")
+    value = (metrics or {}).get(name)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise AgentError(f"{source}: cannot scale {op.get('path')} toward {name}: the diagnosis gives it as {value!r}, "
+                         "not a positive number")
+    return (float(toward["target"]) / float(value)) ** float(toward.get("power", 1.0))
+
+
+def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "patch", metrics: dict | None = None) -> dict:
     """Apply `patch` to the raw recipe mapping (what recipe.yaml holds) and return the new mapping.
 
     Current values are read from the normalised `recipe`, so `scale` works on a
     key the file leaves to its default. Only the touched keys are written, so
-    the file stays as short as the user wrote it.
+    the file stays as short as the user wrote it. `metrics`: the diagnosis a
+    `scale ... toward` op reads its factor from.
     """
     out = copy.deepcopy(raw)
     for op in patch:
@@ -135,7 +152,7 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
         elif kind == "scale":
             if not isinstance(current, (int, float)) or isinstance(current, bool):
                 raise AgentError(f"{source}: cannot scale {path} (value {current!r} is not a number)")
-            new = current * op["value"]
+            new = current * _scale_factor(op, metrics, source)
             if "max" in op:
                 new = min(new, op["max"])
             if "min" in op:

@@ -82,7 +82,7 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
         notes.append(f"{skill.name}: triggers hold but the recipe does not meet its requirements")
         return None
     try:
-        new_raw = apply_patch(raw, current, skill.patch, source=f"skill {skill.name}")
+        new_raw = apply_patch(raw, current, skill.patch, source=f"skill {skill.name}", metrics=metrics)
         new = normalize_recipe(new_raw, source=f"recipe.yaml patched by {skill.name}")
     except (AgentError, ConfigError) as exc:
         notes.append(f"{skill.name}: patch skipped ({exc})")

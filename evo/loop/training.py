@@ -65,7 +65,7 @@ def gate(ws, journal: Journal, version: str, estimate: dict) -> bool:
 
 def repair_start(ws, parent: str, recipe: dict) -> str | None:
     """Where a repair trains from: the last policy on its path trained without the setting it undoes
-    (and any policy version, when its parent collapsed: the last policy on its path that did not).
+    (and any policy version of a parent its own training harmed: the last policy on its path it did not).
 
     A version is a repair when its recipe undoes the setting a `repair` skill
     names (the skill's `requires` hold on the parent's recipe and not on this
@@ -92,13 +92,13 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     the base model 0.425 and 0.389. It walks up first parents while the
     ancestor trained under a limit no higher than the parent's.
 
-    Whatever the change, a start the collapse audit vetoed is walked past too
-    (`V.collapse_veto`): its training left no reward spread or no multi-turn
-    behaviour to learn from. Measured on calc at ten times the default
-    learning rate (seed 8): v0 fell to 0.000 with every recent group dead, and
-    its continuation from those weights stayed at 0.000 with a KL of 0.03,
-    since a dead group carries no gradient. So any policy version of a
-    collapsed v0 trains from the base model.
+    Whatever the change, a start whose own training harmed it is walked past
+    too (`V.harmed_by_training`: the collapse audit vetoed it, or its verdict
+    is a regression, for v0 against the base model): a child would inherit the
+    harm. Measured on calc at ten times the default learning rate (seed 8): v0
+    fell to 0.000 with every recent group dead, and its continuation from those
+    weights stayed at 0.000 with a KL of 0.03, since a dead group carries no
+    gradient. So any policy version of such a v0 trains from the base model.
     """
     from evo.agent.conditions import check_requirement
     from evo.agent.skills import load_skills
@@ -117,11 +117,11 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
             current = parents[0] if parents else None
         return current or V.BASE
 
-    def past_collapse(start: str | None) -> str | None:
+    def past_harm(start: str | None) -> str | None:
         origin = start or parent
-        if origin == V.BASE or V.collapse_veto(records, origin) is None:
+        if origin == V.BASE or not V.harmed_by_training(records, origin):
             return start
-        return walk_while(lambda name: V.collapse_veto(records, name) is not None, origin)
+        return walk_while(lambda name: V.harmed_by_training(records, name), origin)
 
     def harmed(skill, name: str) -> bool:
         return all(check_requirement(r, recipe_at(name)) for r in skill.requires)
@@ -131,12 +131,12 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
               if skill.repair and skill.requires and skill.applies_to(domain) and harmed(skill, parent)
               and not all(check_requirement(r, recipe) for r in skill.requires)]  # kept settings are not repaired
     if undone:  # past every ancestor trained under any of the settings this version undoes
-        return past_collapse(walk_while(lambda name: any(harmed(skill, name) for skill in undone)))
+        return past_harm(walk_while(lambda name: any(harmed(skill, name) for skill in undone)))
     lifted = _lifted_limit(ws, parent, recipe_at(parent), recipe)
     if lifted is not None:
         path, limit = lifted
-        return past_collapse(walk_while(lambda name: _limit(recipe_at(name), path) <= limit))
-    return past_collapse(None)
+        return past_harm(walk_while(lambda name: _limit(recipe_at(name), path) <= limit))
+    return past_harm(None)
 
 
 

@@ -130,13 +130,23 @@ COLLAPSE_AUDIT = "collapse"  # analyzers/audit_collapse.py's audit name
 def collapse_veto(records: dict, name: str) -> dict | None:
     """The collapse audit's veto of `name`'s evaluation (its run ended with dead groups or one-turn episodes), or None.
 
-    A collapsed policy is no place to train from: a child inherits the collapse
-    (`evo.loop.training.repair_start` walks past it) and continuing it
-    unchanged measures nothing (`evo.loop.propose`).
+    Continuing a collapsed policy unchanged measures nothing (`evo.loop.propose`).
     """
-    record = records.get(name)
-    judged = record.last("judged") if record is not None else None
+    judged = _judged(records, name)
     return next((v for v in (judged or {}).get("vetoes") or [] if v.get("audit") == COLLAPSE_AUDIT), None)
+
+
+def harmed_by_training(records: dict, name: str) -> bool:
+    """Whether `name`'s own training left a policy no child should start from: the collapse audit vetoed it, or it
+    is a regression against what it trained from (for v0: measurably worse than the untrained base model).
+    `evo.loop.training.repair_start` walks past such a policy."""
+    judged = _judged(records, name)
+    return collapse_veto(records, name) is not None or (judged or {}).get("outcome") == "regression"
+
+
+def _judged(records: dict, name: str) -> dict | None:
+    record = records.get(name)
+    return record.last("judged") if record is not None else None
 
 
 def is_confounded(rec) -> bool:

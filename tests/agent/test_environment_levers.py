@@ -66,6 +66,21 @@ def test_calculator_is_offered_when_many_tasks_are_out_of_reach(calc_notool, kit
     assert load_recipe(calc_notool / "recipe.yaml")["domain"]["options"]["tool"] is True
 
 
+def test_a_calculator_offered_under_one_turn_comes_with_the_turn_it_needs(calc_notool, kit, make_ctx, settings):
+    """calc, `tool: false, max_turns: 1` (seed 1): offered alone, every call took the only turn and v1 scored 0.115
+    against its control's 0.135. A call needs a turn before the answer: the limit goes to 2, and no further."""
+    from evo.recipe import set_path
+    from evo.yamlio import load_yaml
+
+    raw = load_yaml(calc_notool / "recipe.yaml")
+    (calc_notool / "recipe.yaml").write_text(dump_yaml(set_path(raw, "domain.options.max_turns", 1)))
+    skill = [kit.skill_named("offer-the-calculator")]
+    proposal = _propose(settings, make_ctx(kit.diagnosis({"score/unsolved_task_frac": 0.64}), skills=skill, domain="calc"))
+    assert proposal is not None and proposal.manifest["factor"] == "domain.options"
+    options = load_recipe(calc_notool / "recipe.yaml")["domain"]["options"]
+    assert options["tool"] is True and options["max_turns"] == 2
+
+
 def test_calculator_is_not_offered_twice_nor_without_the_evidence(calc_notool, kit, make_ctx, settings):
     skill = [kit.skill_named("offer-the-calculator")]
     assert _propose(settings, make_ctx(kit.diagnosis({"score/unsolved_task_frac": 0.1}), skills=skill,

@@ -41,6 +41,9 @@ CASES = {
     "lower-learning-rate": (
         {}, {"signal/clip_frac_high_last": 0.35},
         {"signal/clip_frac_high_last": 0.01, "signal/kl_last": 0.3, "signal/kl_change": 0.5}, "grpo.learning_rate"),
+    "cut-learning-rate-to-kl": (
+        {}, {"signal/kl_first": 3.383, "signal/kl_last": 3.324},
+        {"signal/kl_first": 0.118, "signal/kl_last": 0.254}, "grpo.learning_rate"),
     "raise-temperature": (
         {}, {"signal/entropy_change": -0.7, "signal/dead_group_ratio_change": 0.3},
         {"signal/entropy_change": -0.7, "signal/dead_group_ratio_change": 0.0}, "rollout.temperature"),
@@ -404,14 +407,26 @@ def test_a_continue_already_tried_from_this_parent_is_not_repeated(kit, make_ctx
     assert _propose(settings, ctx) is None
 
 
-def test_a_kl_that_jumped_at_once_leads_to_a_lower_learning_rate(kit, make_ctx, settings):
-    """calc at 5e-3 (seed 8): KL 3.4 in the first third, 3.3 in the last; the rising-KL rule alone missed it."""
+def test_a_kl_that_jumped_at_once_cuts_the_rate_by_the_root_of_its_excess(kit, make_ctx, settings):
+    """calc at 5e-3 (seed 8): first-third KL 3.383, last 3.324; the rising-KL rule (lower-learning-rate) misses it,
+    and a halving left the step still five times too long (2.5e-3 collapsed as well)."""
     jumped = {"signal/kl_first": 3.383, "signal/kl_last": 3.324, "signal/kl_change": -0.018, "signal/clip_frac_high_last": 0.0}
-    proposal = _propose(settings, make_ctx(kit.diagnosis(jumped), skills=[kit.skill_named("lower-learning-rate")]))
-    assert proposal is not None and proposal.manifest["factor"] == "grpo.learning_rate"
+    skills = [kit.skill_named("cut-learning-rate-to-kl"), kit.skill_named("lower-learning-rate")]
+    proposal = _propose(settings, make_ctx(kit.diagnosis(jumped), skills=skills))
+    assert proposal is not None and proposal.manifest["skill"] == "cut-learning-rate-to-kl"
+    assert proposal.manifest["change_to"] == pytest.approx(proposal.manifest["change_from"] * (0.1 / 3.383) ** 0.5)
     assert proposal.manifest["evidence"]["metrics"] == {"signal/kl_first": 3.383}
-    calm = {**jumped, "signal/kl_first": 0.05, "signal/kl_last": 0.12}  # an ordinary run's first third
-    assert _propose(settings, make_ctx(kit.diagnosis(calm), skills=[kit.skill_named("lower-learning-rate")])) is None
+
+
+def test_a_scale_toward_a_target_needs_the_metric_it_reads():
+    from evo.agent.conditions import apply_patch
+    from evo.errors import AgentError
+
+    op = [{"path": "grpo.learning_rate", "op": "scale", "toward": {"metric": "signal/kl_first", "target": 0.1, "power": 0.5}}]
+    recipe = {"grpo": {"learning_rate": 0.004}}
+    assert apply_patch(recipe, recipe, op, metrics={"signal/kl_first": 1.6})["grpo"]["learning_rate"] == pytest.approx(0.001)
+    with pytest.raises(AgentError, match="cannot scale grpo.learning_rate toward signal/kl_first: the diagnosis gives it as None"):
+        apply_patch(recipe, recipe, op, metrics={})
 
 
 def test_a_plateau_at_a_high_clip_fraction_leads_to_a_learning_rate_candidate(kit, make_ctx, settings):

@@ -27,9 +27,9 @@ def recipe(terms: list[dict], base: str = "calc-tiny") -> dict:
     return normalize_recipe(set_path(load_yaml(resource_dir("recipes") / f"{base}.yaml"), "reward.terms", terms))
 
 
-def record(parents: list[str], vetoes: list[str] = ()) -> SimpleNamespace:
-    """A lineage record whose `judged` event names the audits that vetoed it."""
-    judged = {"event": "judged", "vetoes": [{"audit": a, "message": f"{a}: ..."} for a in vetoes]}
+def record(parents: list[str], vetoes: list[str] = (), outcome: str = "insufficient") -> SimpleNamespace:
+    """A lineage record whose `judged` event names its outcome and the audits that vetoed it."""
+    judged = {"event": "judged", "outcome": outcome, "vetoes": [{"audit": a, "message": f"{a}: ..."} for a in vetoes]}
     return SimpleNamespace(parents=parents, last=lambda event: judged if event == "judged" else None)
 
 
@@ -146,6 +146,16 @@ def test_any_policy_version_of_a_collapsed_parent_starts_before_the_collapse(tmp
     # another audit's veto (leaked answers) says the evaluation is suspect, not that the policy collapsed
     assert repair_start(ws(tmp_path, {"v0": ([], PLAIN)}, vetoed={"v0": ["leakage"]}), "v0", lower) is None
     assert repair_start(ws(tmp_path, {"v0": ([], PLAIN)}), "v0", lower) is None
+
+
+def test_a_v0_worse_than_the_base_model_is_no_start(tmp_path):
+    """calc with two samples a group (seed 12): v0 0.113 against the base model's 0.432, a regression without a
+    veto. Its weights are measurably worse than the untrained model's: a child starts from the base model."""
+    space = ws(tmp_path, {"v0": ([], PLAIN)})
+    space.lineage.records["v0"] = record([], outcome="regression")
+    assert repair_start(space, "v0", set_path(recipe(PLAIN), "grpo.learning_rate", 2.5e-4)) == "base"
+    space.lineage.records["v0"] = record([], outcome="improvement")
+    assert repair_start(space, "v0", set_path(recipe(PLAIN), "grpo.learning_rate", 2.5e-4)) is None
 
 
 def test_a_repair_of_a_collapsed_parent_walks_past_both(tmp_path):
