@@ -153,6 +153,8 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
             if not isinstance(current, (int, float)) or isinstance(current, bool):
                 raise AgentError(f"{source}: cannot scale {path} (value {current!r} is not a number)")
             new = current * _scale_factor(op, metrics, source)
+            if "toward" in op:  # a factor read from a measurement: three significant digits are all it carries
+                new = float(f"{new:.3g}")
             if "max" in op:
                 new = min(new, op["max"])
             if "min" in op:

@@ -139,7 +139,6 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     return past_harm(None)
 
 
-
 LIMITS = ("domain.options.max_turns", "rollout.max_total_tokens")  # budgets a tool-using episode must fit in
 TOOL_ABANDONED = 0.5  # recent tool-use share below this fraction of the first third's: the policy learned to avoid it
 

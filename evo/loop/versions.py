@@ -137,9 +137,9 @@ def collapse_veto(records: dict, name: str) -> dict | None:
 
 
 def harmed_by_training(records: dict, name: str) -> bool:
-    """Whether `name`'s own training left a policy no child should start from: the collapse audit vetoed it, or it
-    is a regression against what it trained from (for v0: measurably worse than the untrained base model).
-    `evo.loop.training.repair_start` walks past such a policy."""
+    """Whether `name`'s own training left a policy no child should start from: the collapse audit vetoed it, or its
+    verdict is a regression (v0's is against the untrained base model: its weights are measurably worse than the
+    ones it started from). `evo.loop.training.repair_start` walks past such a policy."""
     judged = _judged(records, name)
     return collapse_veto(records, name) is not None or (judged or {}).get("outcome") == "regression"
 

@@ -414,7 +414,8 @@ def test_a_kl_that_jumped_at_once_cuts_the_rate_by_the_root_of_its_excess(kit, m
     skills = [kit.skill_named("cut-learning-rate-to-kl"), kit.skill_named("lower-learning-rate")]
     proposal = _propose(settings, make_ctx(kit.diagnosis(jumped), skills=skills))
     assert proposal is not None and proposal.manifest["skill"] == "cut-learning-rate-to-kl"
-    assert proposal.manifest["change_to"] == pytest.approx(proposal.manifest["change_from"] * (0.1 / 3.383) ** 0.5)
+    assert proposal.manifest["change_to"] == pytest.approx(proposal.manifest["change_from"] * (0.1 / 3.383) ** 0.5, rel=1e-3)
+    assert proposal.manifest["change"] == "grpo.learning_rate: 0.0005 → 8.6e-05"  # three significant digits
     assert proposal.manifest["evidence"]["metrics"] == {"signal/kl_first": 3.383}
 
 
