@@ -12,8 +12,8 @@ How it chooses (one call, one single-factor intervention):
    a sibling (same parent) already tried it — unless the harness was revised
    in this step, which turns the repeat into a re-test (e.g. with more samples).
 2. Budget first: a candidate from a `budget` skill (one that raises a limit
-   of the episode, generation tokens, turns or the tools it may call, which the
-   diagnosis shows binding) comes before every other. Evidence measured on
+   of the episode, generation tokens, turns, the tools it may call or how cold
+   it is sampled, which the diagnosis shows binding) comes before every other. Evidence measured on
    episodes cut off by a limit is confounded by the cut: dead groups, KL or clip figures describe
    clipped behaviour, and fixing the limit changes them all (the dead-group
    skills gate on "length and turns are ample" for the same reason).

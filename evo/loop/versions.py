@@ -127,13 +127,19 @@ def continuations(records: dict, name: str) -> list[dict]:
 COLLAPSE_AUDIT = "collapse"  # analyzers/audit_collapse.py's audit name
 
 
+def collapse_vetoes(judged: dict | None) -> list[dict]:
+    """The collapse audit's vetoes on a `judged` event, its own and those it inherited from its parent."""
+    judged = judged or {}
+    return [v for v in (judged.get("vetoes") or []) + (judged.get("inherited_vetoes") or [])
+            if v.get("audit") == COLLAPSE_AUDIT]
+
+
 def collapse_veto(records: dict, name: str) -> dict | None:
     """The collapse audit's veto of `name`'s evaluation (its run ended with dead groups or one-turn episodes), or None.
 
     Continuing a collapsed policy unchanged measures nothing (`evo.loop.propose`).
     """
-    judged = _judged(records, name)
-    return next((v for v in (judged or {}).get("vetoes") or [] if v.get("audit") == COLLAPSE_AUDIT), None)
+    return next(iter(collapse_vetoes(_judged(records, name))), None)
 
 
 def harmed_by_training(records: dict, name: str) -> bool:

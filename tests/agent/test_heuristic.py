@@ -44,6 +44,9 @@ CASES = {
     "cut-learning-rate-to-kl": (
         {}, {"signal/kl_first": 3.383, "signal/kl_last": 3.324},
         {"signal/kl_first": 0.118, "signal/kl_last": 0.254}, "grpo.learning_rate"),
+    "sample-at-temperature-one": (
+        {"rollout.temperature": 0.3}, {"signal/single_answer_group_frac": 1.0, "signal/dead_group_ratio": 1.0},
+        {"signal/single_answer_group_frac": 0.2, "signal/dead_group_ratio": 1.0}, "rollout.temperature"),
     "raise-temperature": (
         {}, {"signal/entropy_change": -0.7, "signal/dead_group_ratio_change": 0.3},
         {"signal/entropy_change": -0.7, "signal/dead_group_ratio_change": 0.0}, "rollout.temperature"),
@@ -461,3 +464,14 @@ def test_lever_manifests_carry_the_patch_the_backtest_replays(name, backtest, ki
     kit.set_recipe(worktree, **changes)
     proposal = _propose(settings, make_ctx(kit.diagnosis(fires), skills=[kit.skill_named(name)]))
     assert proposal.manifest["backtest"] == backtest
+
+
+def test_a_cold_sampler_is_fixed_before_a_filter_drops_every_dead_group(kit, make_ctx, worktree, settings):
+    """arithmetic at temperature 0.3 (seed 3): every group agreed on one answer and none had a reward spread. The
+    StdGroupFilter's evidence holds too, but it would drop every group; the sampler is the limit, so it goes first."""
+    kit.set_recipe(worktree, **{"rollout.temperature": 0.3, "rollout.max_new_tokens": 8})
+    cold = {"signal/single_answer_group_frac": 1.0, "signal/dead_group_ratio": 1.0, "signal/answer_diversity_recent": 0.125,
+            "behavior/truncated_frac": 0.0, "behavior/max_turns_frac": 0.0}
+    skills = [kit.skill_named("std-group-filter"), kit.skill_named("sample-at-temperature-one")]
+    proposal = _propose(settings, make_ctx(kit.diagnosis(cold), skills=skills))
+    assert proposal.manifest["skill"] == "sample-at-temperature-one" and proposal.manifest["change_to"] == 1.0
