@@ -7,7 +7,7 @@ The rules, encoded once here and documented in the README, in order:
 
 | evidence | decision |
 |---|---|
-| an audit vetoed the version | prune (the audit and its evidence are the reason) |
+| an audit vetoed the version | prune (the audit and its evidence are the reason; a collapse the parent already had is `inherited_vetoes`, not a veto: `evo.loop.judge.split_inherited`) |
 | attributed `regression` | prune, kept as negative evidence |
 | harness-only revision, not vetoed, not a regression | promote (the harness is adopted; the policy is the parent's) |
 | attributed `improvement`, progress not `regression` | promote; frontier versions now below the new head are pruned as superseded |
