@@ -49,8 +49,17 @@ def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, fr
     """Decide the fate of `version` from its `judged` event and the current frontier.
 
     `frontier` holds lineage records (with `.name` and `.headline`) of the other
-    live, unpromoted versions.
+    live, unpromoted versions. A collapse inherited from the parent does not
+    decide, and the reason says it is there.
     """
+    decision = _decide(version, judged, harness_only=harness_only, frontier=frontier, frontier_size=frontier_size)
+    inherited = judged.get("inherited_vetoes") or []
+    if inherited:
+        decision.reason += f"; {inherited[0].get('message', 'a collapse')}, inherited from the parent (recorded, not deciding)"
+    return decision
+
+
+def _decide(version: str, judged: dict, *, harness_only: bool, frontier: list, frontier_size: int) -> Decision:
     outcome = judged["outcome"]
     headline = judged.get("headline") or {}
     progress = (judged.get("progress") or {}).get("outcome")

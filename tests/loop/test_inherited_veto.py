@@ -34,7 +34,9 @@ def test_a_collapse_of_the_parents_kind_is_inherited_and_any_other_veto_is_the_v
 def test_an_inherited_collapse_does_not_prune_an_improvement_but_an_own_one_does():
     judged = {"outcome": "improvement", "headline": {"delta": 0.107, "ci_low": 0.086, "ci_high": 0.131, "value": 0.421},
               "progress": {"outcome": "improvement"}, "vetoes": [], "inherited_vetoes": [veto("dead_groups")]}
-    assert decide("v1", judged, harness_only=False, frontier=[], frontier_size=4).action == Action.PROMOTE
+    decision = decide("v1", judged, harness_only=False, frontier=[], frontier_size=4)
+    assert decision.action == Action.PROMOTE
+    assert decision.reason.endswith("; collapse (dead_groups): ..., inherited from the parent (recorded, not deciding)")
     vetoed = {**judged, "vetoes": [veto("dead_groups")], "inherited_vetoes": []}
     assert decide("v1", vetoed, harness_only=False, frontier=[], frontier_size=4).action == Action.PRUNE
 
