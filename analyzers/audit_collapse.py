@@ -1,5 +1,9 @@
 """Audit: behavioral collapse — states no score makes acceptable.
 
+(The judge records a collapse of a kind the parent's policy already had as
+inherited, not deciding: `evo.loop.judge.split_inherited`. This audit only
+reports what the version's own run shows.)
+
 Vetoes the version when any holds (recent = last third of training steps):
 
 - *one-turn degeneration*: in a multi-turn domain (recipe `domain.options.max_turns`

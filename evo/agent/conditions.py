@@ -127,7 +127,7 @@ def _scale_factor(op: dict, metrics: dict | None, source: str) -> float:
         return op["value"]
     name = toward.get("metric")
     value = (metrics or {}).get(name)
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
         raise AgentError(f"{source}: cannot scale {op.get('path')} toward {name}: the diagnosis gives it as {value!r}, "
                          "not a positive number")
     return (float(toward["target"]) / float(value)) ** float(toward.get("power", 1.0))
@@ -150,6 +150,8 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
         if kind == "set":
             out = set_path(out, path, copy.deepcopy(op["value"]))
         elif kind == "scale":
+            if current is None and op.get("value") == 1 and "toward" not in op:
+                continue  # a clamp of a key the recipe leaves to the domain's default: the default stands
             if not isinstance(current, (int, float)) or isinstance(current, bool):
                 raise AgentError(f"{source}: cannot scale {path} (value {current!r} is not a number)")
             new = current * _scale_factor(op, metrics, source)

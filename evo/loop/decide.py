@@ -49,13 +49,13 @@ def decide(version: str, judged: dict, *, harness_only: bool, frontier: list, fr
     """Decide the fate of `version` from its `judged` event and the current frontier.
 
     `frontier` holds lineage records (with `.name` and `.headline`) of the other
-    live, unpromoted versions. A collapse inherited from the parent does not
+    live, unpromoted versions. A collapse of a kind the parent already had does not
     decide, and the reason says it is there.
     """
     decision = _decide(version, judged, harness_only=harness_only, frontier=frontier, frontier_size=frontier_size)
     inherited = judged.get("inherited_vetoes") or []
     if inherited:
-        decision.reason += f"; {inherited[0].get('message', 'a collapse')}, inherited from the parent (recorded, not deciding)"
+        decision.reason += f"; {inherited[0].get('message', 'a collapse')}, a kind the parent already had (recorded, not deciding)"
     return decision
 
 

@@ -51,7 +51,7 @@ def dry_run(ws, head: str, human: dict | None = None) -> StepReport:
         start = training.repair_start(ws, head, recipe) if kind == "policy" else None
         if start:
             report.message = (report.message + "; " if report.message else "") + \
-                f"a repair: it would train from {start}'s policy, not {head}'s"
+                f"it would train from {start}'s policy, not {head}'s (a repair, or {head}'s training harmed it)"
         if gating.needs_approval(cost, ws.config.gate):
             report.message = (report.message + "; " if report.message else "") + "it would wait for approval"
         return report

@@ -5,8 +5,9 @@
   schedule and seeds). Its outcome class is the version's outcome: no
   intervention is called `improvement` unless it beats the control.
 - **progress** — the candidate against its parent's checkpoint: is the new
-  version better than its parent (where it started, except for a repair,
-  which trains from an older policy: `evo.loop.training.repair_start`)?
+  version better than its parent (where it started, except for a repair or
+  the child of a harmed policy, which trains from an older one:
+  `evo.loop.training.repair_start`)?
 
 Where there is no control the two coincide: a continue-training version (its
 counterfactual is stopping, i.e. the parent), a harness-only revision (no
@@ -74,9 +75,10 @@ def judge_runs(version: str, candidate_runs: list[Path], parent_run: Path, *, ba
     }
 
 
-def split_inherited(vetoes: list[dict], parent_judged: dict | None) -> tuple[list[dict], list[dict]]:
-    """(the version's own vetoes, the collapse vetoes it inherited): a collapse of a kind its parent's verdict
-    already carried is the parent's, not the version's doing.
+def split_inherited(vetoes: list[dict], records: dict, parent: str | None) -> tuple[list[dict], list[dict]]:
+    """(the version's own vetoes, the collapse vetoes it inherited): a collapse of a kind the parent's policy
+    already carried (`V.collapse_vetoes`: on its verdict, or, below a harness-only revision, on the verdict of
+    the version that trained it) is not the version's doing.
 
     The control (the parent carried on) collapsed the same way, so the
     comparison with it is still the intervention's effect. Measured on
@@ -87,7 +89,8 @@ def split_inherited(vetoes: list[dict], parent_judged: dict | None) -> tuple[lis
     inherited collapse is recorded (`inherited_vetoes`) and still makes the
     policy no place to train from (`V.harmed_by_training`); it does not decide.
     """
-    kinds = {(v.get("evidence") or {}).get("kind") for v in V.collapse_vetoes(parent_judged)}
+    kinds = {(v.get("evidence") or {}).get("kind") for v in V.collapse_vetoes(records, parent)} if parent else set()
+    kinds.discard(None)  # a veto that names no kind matches nothing
     inherited = [v for v in vetoes if v.get("audit") == V.COLLAPSE_AUDIT and (v.get("evidence") or {}).get("kind") in kinds]
     return [v for v in vetoes if v not in inherited], inherited
 
@@ -123,7 +126,7 @@ def judge(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict 
                         baseline=baseline, control_runs=control_runs, control_key=key, confounded=confounded,
                         noise=R.workspace_noise(records), diagnosis=diag,
                         B=ws.config.search.bootstrap_samples)
-    judged["vetoes"], inherited = split_inherited(judged["vetoes"], records[parent].last("judged") if parent in records else None)
+    judged["vetoes"], inherited = split_inherited(judged["vetoes"], records, parent)
     if inherited:
         judged["inherited_vetoes"] = inherited
     judged["id"] = event_id(version, "judged")

@@ -117,11 +117,8 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
             current = parents[0] if parents else None
         return current or V.BASE
 
-    def past_harm(start: str | None) -> str | None:
-        origin = start or parent
-        if origin == V.BASE or not V.harmed_by_training(records, origin):
-            return start
-        return walk_while(lambda name: V.harmed_by_training(records, name), origin)
+    def harm(name: str) -> bool:
+        return V.harmed_by_training(records, name)
 
     def harmed(skill, name: str) -> bool:
         return all(check_requirement(r, recipe_at(name)) for r in skill.requires)
@@ -130,13 +127,13 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     undone = [skill for skill in load_skills(ws.root)
               if skill.repair and skill.requires and skill.applies_to(domain) and harmed(skill, parent)
               and not all(check_requirement(r, recipe) for r in skill.requires)]  # kept settings are not repaired
-    if undone:  # past every ancestor trained under any of the settings this version undoes
-        return past_harm(walk_while(lambda name: any(harmed(skill, name) for skill in undone)))
+    if undone:  # past every ancestor trained under any of the settings this version undoes (or harmed)
+        return walk_while(lambda name: harm(name) or any(harmed(skill, name) for skill in undone))
     lifted = _lifted_limit(ws, parent, recipe_at(parent), recipe)
     if lifted is not None:
         path, limit = lifted
-        return past_harm(walk_while(lambda name: _limit(recipe_at(name), path) <= limit))
-    return past_harm(None)
+        return walk_while(lambda name: harm(name) or _limit(recipe_at(name), path) <= limit)
+    return walk_while(harm) if harm(parent) else None
 
 
 LIMITS = ("domain.options.max_turns", "rollout.max_total_tokens")  # budgets a tool-using episode must fit in
@@ -388,8 +385,8 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
     else:
         source = plan.start or parent
         if plan.start:
-            ws.say(f"{version} is a repair: trained from {plan.start}'s policy, the last on its path trained "
-                   "without the setting it undoes")
+            ws.say(f"{version} trains from {plan.start}'s policy, not {parent}'s: the last on its path trained without "
+                   "the setting it undoes, or that its own training did not harm (`evo.loop.training.repair_start`)")
         summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source, parent), version,
                         source)
         from_control = None

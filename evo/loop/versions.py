@@ -127,27 +127,33 @@ def continuations(records: dict, name: str) -> list[dict]:
 COLLAPSE_AUDIT = "collapse"  # analyzers/audit_collapse.py's audit name
 
 
-def collapse_vetoes(judged: dict | None) -> list[dict]:
-    """The collapse audit's vetoes on a `judged` event, its own and those it inherited from its parent."""
-    judged = judged or {}
-    return [v for v in (judged.get("vetoes") or []) + (judged.get("inherited_vetoes") or [])
-            if v.get("audit") == COLLAPSE_AUDIT]
+def collapse_vetoes(records: dict, name: str) -> list[dict]:
+    """The collapse audit's vetoes on the policy `name` holds: on its `judged` event, its own and those it
+    inherited, and on those of the versions whose policy it shares (a harness-only revision trains nothing, and
+    its own evaluation cannot see the training signal its policy lost)."""
+    out = []
+    for source in policy_source(records, name):
+        judged = _judged(records, source) or {}
+        out += [v for v in (judged.get("vetoes") or []) + (judged.get("inherited_vetoes") or [])
+                if v.get("audit") == COLLAPSE_AUDIT]
+    return out
 
 
 def collapse_veto(records: dict, name: str) -> dict | None:
-    """The collapse audit's veto of `name`'s evaluation (its run ended with dead groups or one-turn episodes), or None.
+    """The first collapse veto on the policy `name` holds (`collapse_vetoes`), or None.
 
     Continuing a collapsed policy unchanged measures nothing (`evo.loop.propose`).
     """
-    return next(iter(collapse_vetoes(_judged(records, name))), None)
+    return next(iter(collapse_vetoes(records, name)), None)
 
 
 def harmed_by_training(records: dict, name: str) -> bool:
-    """Whether `name`'s own training left a policy no child should start from: the collapse audit vetoed it, or its
-    verdict is a regression (v0's is against the untrained base model: its weights are measurably worse than the
-    ones it started from). `evo.loop.training.repair_start` walks past such a policy."""
-    judged = _judged(records, name)
-    return collapse_veto(records, name) is not None or (judged or {}).get("outcome") == "regression"
+    """Whether the training behind `name`'s policy left one no child should start from: the collapse audit vetoed
+    it (`collapse_vetoes`), or the verdict of the version that trained it is a regression (v0's is against the
+    untrained base model: its weights are measurably worse than the ones it started from).
+    `evo.loop.training.repair_start` walks past such a policy."""
+    trainer = policy_source(records, name)[-1]
+    return bool(collapse_vetoes(records, name)) or (_judged(records, trainer) or {}).get("outcome") == "regression"
 
 
 def _judged(records: dict, name: str) -> dict | None:

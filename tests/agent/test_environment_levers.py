@@ -81,6 +81,19 @@ def test_a_calculator_offered_under_one_turn_comes_with_the_turn_it_needs(calc_n
     assert options["tool"] is True and options["max_turns"] == 2
 
 
+def test_a_calculator_offered_where_the_recipe_leaves_the_turn_limit_to_the_domain(calc_notool, kit, make_ctx, settings):
+    """`domain.options: {tool: false}`: the domain's default turn limit (3) stands; the skill still applies."""
+    from evo.recipe import set_path
+    from evo.yamlio import load_yaml
+
+    raw = load_yaml(calc_notool / "recipe.yaml")
+    (calc_notool / "recipe.yaml").write_text(dump_yaml(set_path(raw, "domain.options", {"tool": False})))
+    skill = [kit.skill_named("offer-the-calculator")]
+    proposal = _propose(settings, make_ctx(kit.diagnosis({"score/unsolved_task_frac": 0.64}), skills=skill, domain="calc"))
+    assert proposal is not None and proposal.manifest["factor"] == "domain.options.tool"
+    assert load_yaml(calc_notool / "recipe.yaml")["domain"]["options"] == {"tool": True}
+
+
 def test_calculator_is_not_offered_twice_nor_without_the_evidence(calc_notool, kit, make_ctx, settings):
     skill = [kit.skill_named("offer-the-calculator")]
     assert _propose(settings, make_ctx(kit.diagnosis({"score/unsolved_task_frac": 0.1}), skills=skill,

@@ -163,3 +163,10 @@ def test_a_repair_of_a_collapsed_parent_walks_past_both(tmp_path):
     model, not from v0's collapsed weights."""
     space = ws(tmp_path, {"v0": ([], PLAIN), "v1": (["v0"], FACTOR)}, vetoed={"v0": ["collapse"]})
     assert repair_start(space, "v1", recipe(PLAIN)) == "base"
+
+
+def test_the_walk_past_a_harmed_policy_does_not_land_on_the_setting_being_undone(tmp_path):
+    """v0 trained with the factor, v1 without it but collapsed, v2 with it again: dropping the factor from v2 must
+    not start from v0 (trained with the factor) once the walk has passed v1 (collapsed)."""
+    space = ws(tmp_path, {"v0": ([], FACTOR), "v1": (["v0"], PLAIN), "v2": (["v1"], FACTOR)}, vetoed={"v1": ["collapse"]})
+    assert repair_start(space, "v2", recipe(PLAIN)) == "base"
