@@ -124,7 +124,7 @@ def test_a_v0_harmed_by_an_efficiency_factor_has_the_factor_dropped_first(tmp_pa
     assert iv["change_to"] == [{"name": "correctness", "weight": 1.0, "mode": "add"}], iv
     evo("approve", "-C", root, "v1", "--reason", "test")
     out = evo("step", "-C", root).stdout
-    assert "status: done" in out and "v1 is a repair: trained from base's policy" in out, out
+    assert "status: done" in out and "v1 trains from base's policy, not v0's" in out, out
     v1 = evo_json("show", "-C", root, "v1")["events"]
     assert next(e for e in v1 if e["event"] == "trained")["start"] == "base"
     assert json.loads((root / ".evo/artifacts/v1/summary.json").read_text())["init_checkpoint"] is None
