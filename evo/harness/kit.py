@@ -182,16 +182,20 @@ class GroupIndex:
         """Per-group values back onto rows, in table order."""
         return per_group[self.gid]
 
+    def _thirds(self) -> tuple[np.ndarray, int]:
+        """The distinct training steps, and how many make a third (at least one)."""
+        steps = np.unique(self.step)
+        return steps, max(1, int(np.ceil(len(steps) / 3)))
+
     def recent(self) -> np.ndarray:
         """(groups,) bool: the group belongs to the last third of training steps."""
-        steps = np.unique(self.step)
-        cut = steps[len(steps) - max(1, int(np.ceil(len(steps) / 3)))]
-        return self.step >= cut
+        steps, third = self._thirds()
+        return self.step >= steps[len(steps) - third]
 
     def first(self) -> np.ndarray:
         """(groups,) bool: the group belongs to the first third of training steps."""
-        steps = np.unique(self.step)
-        return self.step <= steps[max(1, int(np.ceil(len(steps) / 3))) - 1]
+        steps, third = self._thirds()
+        return self.step <= steps[third - 1]
 
 
 def group_index(steps: np.ndarray, groups: np.ndarray) -> GroupIndex:

@@ -89,9 +89,12 @@ def split_inherited(vetoes: list[dict], records: dict, parent: str | None) -> tu
     inherited collapse is recorded (`inherited_vetoes`) and still makes the
     policy no place to train from (`V.harmed_by_training`); it does not decide.
     """
-    kinds = {(v.get("evidence") or {}).get("kind") for v in V.collapse_vetoes(records, parent)} if parent else set()
+    def kind(veto: dict):
+        return (veto.get("evidence") or {}).get("kind")
+
+    kinds = {kind(v) for v in V.collapse_vetoes(records, parent)} if parent else set()
     kinds.discard(None)  # a veto that names no kind matches nothing
-    inherited = [v for v in vetoes if v.get("audit") == V.COLLAPSE_AUDIT and (v.get("evidence") or {}).get("kind") in kinds]
+    inherited = [v for v in vetoes if v.get("audit") == V.COLLAPSE_AUDIT and kind(v) in kinds]
     return [v for v in vetoes if v not in inherited], inherited
 
 

@@ -97,7 +97,7 @@ def pr_body(lineage, root: Path, settings: dict, version: str) -> dict:
     lines += ["", "### Audits", "no veto" if judged and not vetoes else ("pending" if not judged else "")]
     for v in vetoes:
         lines.append(f"- **VETO** `{v.get('audit')}`: {v.get('message')}")
-    for v in judged.get("inherited_vetoes") or [] if judged else []:
+    for v in (judged or {}).get("inherited_vetoes") or []:
         lines.append(f"- a kind {parent} already had (recorded, does not decide) `{v.get('audit')}`: {v.get('message')}")
     pngs = sorted(plots_dir(root, settings, version).glob("*.png"))
     lines += ["", "### Plots"] + ([f"- `{p.relative_to(root) if p.is_relative_to(root) else p}`" for p in pngs]

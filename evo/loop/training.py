@@ -20,6 +20,7 @@ from evo.loop import runs as R
 from evo.loop import versions as V
 from evo.loop.journal import Journal, fault_point
 from evo.loop.runs import Plan
+from evo.recipe import get_path
 from evo.settings import artifact_dir, artifact_root
 from evo.train.records import read_json_if
 from evo.train.run import EXTENDED_FROM, extend_run, holds_run, trains_as_now
@@ -141,8 +142,6 @@ TOOL_ABANDONED = 0.5  # recent tool-use share below this fraction of the first t
 
 
 def _limit(recipe: dict, path: str) -> float:
-    from evo.recipe import get_path
-
     value = get_path(recipe, path)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("inf")
 
