@@ -24,8 +24,9 @@ import copy
 import math
 from typing import Any
 
+from evo.domains import with_option_defaults
 from evo.errors import AgentError
-from evo.recipe import get_path, set_path
+from evo.recipe import get_path, normalize_recipe, set_path
 
 _COMPARE = {
     ">": lambda a, b: a > b,
@@ -102,6 +103,16 @@ def _term_matches(term: dict, pattern: dict) -> bool:
     return all(term.get(k, {"weight": 1.0, "mode": "add"}.get(k)) == v for k, v in pattern.items())
 
 
+def recipe_view(raw: dict, *, source: str = "recipe.yaml") -> dict:
+    """The recipe the conditions read: normalised, with the domain's option defaults filled in.
+
+    A key the file leaves out still binds the episodes (calc without
+    `max_turns` runs three turns), so a skill's requirement and a patch's
+    current value see it.
+    """
+    return with_option_defaults(normalize_recipe(raw, source=source))
+
+
 def check_requirement(cond: dict, recipe: dict) -> bool:
     """A condition on the recipe: comparisons on a dotted path, or has_term / lacks_term on reward.terms."""
     if "any" in cond:
@@ -136,7 +147,8 @@ def _scale_factor(op: dict, metrics: dict | None, source: str) -> float:
 def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "patch", metrics: dict | None = None) -> dict:
     """Apply `patch` to the raw recipe mapping (what recipe.yaml holds) and return the new mapping.
 
-    Current values are read from the normalised `recipe`, so `scale` works on a
+    Current values are read from the normalised `recipe` (with the domain's
+    option defaults, `evo.domains.with_option_defaults`), so `scale` works on a
     key the file leaves to its default. Only the touched keys are written, so
     the file stays as short as the user wrote it. `metrics`: the diagnosis a
     `scale ... toward` op reads its factor from.
@@ -150,8 +162,6 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
         if kind == "set":
             out = set_path(out, path, copy.deepcopy(op["value"]))
         elif kind == "scale":
-            if current is None and op.get("value") == 1 and "toward" not in op:
-                continue  # a clamp of a key the recipe leaves to the domain's default: the default stands
             if not isinstance(current, (int, float)) or isinstance(current, bool):
                 raise AgentError(f"{source}: cannot scale {path} (value {current!r} is not a number)")
             new = current * _scale_factor(op, metrics, source)
@@ -161,7 +171,10 @@ def apply_patch(raw: dict, recipe: dict, patch: list[dict], *, source: str = "pa
                 new = min(new, op["max"])
             if "min" in op:
                 new = max(new, op["min"])
-            out = set_path(out, path, int(round(new)) if isinstance(current, int) else float(new))
+            new = int(round(new)) if isinstance(current, int) else float(new)
+            if new == current:
+                continue  # unchanged: a key the file leaves to its default stays unwritten
+            out = set_path(out, path, new)
         elif kind == "add_term":
             term = {"weight": 1.0, "mode": "add", **op["value"]}
             terms = [dict(t) for t in (current or [])]

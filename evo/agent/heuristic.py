@@ -46,14 +46,14 @@ from pathlib import Path
 
 from evo.agent.base import AgentContext, Proposal, zero_usage
 from evo.agent.candidate import SEVERITY_WEIGHT, Blocklist, Candidate, evidence_text, expected_cost, recipe_text
-from evo.agent.conditions import apply_patch, check_requirement, eval_triggers
+from evo.agent.conditions import apply_patch, check_requirement, eval_triggers, recipe_view
 from evo.agent.guard import CONTINUE
 from evo.agent.manifest import clear_manifest, normalize_manifest, write_manifest
 from evo.agent.recipe_diff import common_factor, covers, format_change, leaf_diff
 from evo.agent.revisions import harness_revision
 from evo.agent.skills import Skill, load_skills
 from evo.errors import AgentError, ConfigError
-from evo.recipe import get_path, normalize_recipe, set_path
+from evo.recipe import get_path, set_path
 from evo.yamlio import parse_yaml
 
 UNSETTLED = ("mixed", "insufficient")
@@ -83,7 +83,7 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
         return None
     try:
         new_raw = apply_patch(raw, current, skill.patch, source=f"skill {skill.name}", metrics=metrics)
-        new = normalize_recipe(new_raw, source=f"recipe.yaml patched by {skill.name}")
+        new = recipe_view(new_raw, source=f"recipe.yaml patched by {skill.name}")
     except (AgentError, ConfigError) as exc:
         notes.append(f"{skill.name}: patch skipped ({exc})")
         return None
@@ -173,7 +173,7 @@ class HeuristicAgent:
         clear_manifest(worktree)
         text = (worktree / "recipe.yaml").read_text(encoding="utf-8")
         raw = parse_yaml(text, source=str(worktree / "recipe.yaml"))
-        current = normalize_recipe(raw)
+        current = recipe_view(raw)
         skills = ctx.skills or load_skills(ctx.root)
         block = Blocklist.from_context(ctx)
         notes: list[str] = []

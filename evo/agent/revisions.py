@@ -24,9 +24,9 @@ import re
 from pathlib import Path
 
 from evo.agent.candidate import Blocklist, Candidate, expected_cost, recipe_text
-from evo.agent.conditions import apply_patch, eval_triggers
+from evo.agent.conditions import apply_patch, eval_triggers, recipe_view
 from evo.agent.recipe_diff import format_change, leaf_diff
-from evo.recipe import get_path, normalize_recipe
+from evo.recipe import get_path
 
 MAX_EVAL_K = 64
 _THRESHOLD = re.compile(r"^THRESHOLD\s*=\s*([0-9.eE+-]+)", re.M)
@@ -43,7 +43,7 @@ def _more_samples(ctx, raw, current, text, block, outcome) -> Candidate | None:
     if k >= MAX_EVAL_K:
         return None
     new_raw = apply_patch(raw, current, [{"path": "eval.k", "op": "scale", "value": 2, "max": MAX_EVAL_K}])
-    new = normalize_recipe(new_raw)
+    new = recipe_view(new_raw)
     change = format_change(leaf_diff(current, new))
     if block.why_blocked("eval.k", change):
         return None

@@ -21,6 +21,30 @@ def available_domains() -> list[str]:
     return sorted(_DOMAINS)
 
 
+def option_defaults(name: str) -> dict:
+    """The scalar options domain `name` takes when a recipe leaves them out (its constructor's defaults).
+
+    What a recipe omits is still a setting the episode runs under: calc's
+    three turns bind a policy whether or not the recipe says `max_turns: 3`.
+    Readers that reason about a recipe (the heuristic's skill requirements, the
+    loop's limit walk) see these filled in. None-valued defaults (computed by the
+    domain, e.g. math's turn limit) and structured ones are left out.
+    """
+    if name not in _DOMAINS:
+        return {}
+    module_name, cls_name = _DOMAINS[name].split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return {key: p.default for key, p in inspect.signature(cls).parameters.items()
+            if isinstance(p.default, (bool, int, float, str))}
+
+
+def with_option_defaults(recipe: dict) -> dict:
+    """A copy of the normalised `recipe` whose `domain.options` also hold the domain's defaults it leaves out."""
+    domain = recipe.get("domain") or {}
+    options = {**option_defaults(domain.get("name", "")), **(domain.get("options") or {})}
+    return {**recipe, "domain": {**domain, "options": options}}
+
+
 def get_environment(name: str, options: dict | None = None):
     """Build the environment for domain `name` with the recipe's `domain.options`."""
     if name not in _DOMAINS:

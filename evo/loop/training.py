@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evo.domains import with_option_defaults
 from evo.errors import WorkspaceError
 from evo.loop import gate as gating
 from evo.loop import runs as R
@@ -105,10 +106,11 @@ def repair_start(ws, parent: str, recipe: dict) -> str | None:
     from evo.agent.skills import load_skills
 
     records, recipes = ws.lineage.read_all(), {}
+    recipe = with_option_defaults(recipe)  # a limit the recipe leaves to the domain still binds (calc: 3 turns)
 
     def recipe_at(name: str) -> dict:  # each ancestor's recipe parsed once, whatever the skills and the walk ask
         if name not in recipes:
-            recipes[name] = V.recipe_of(ws.lineage, name)
+            recipes[name] = with_option_defaults(V.recipe_of(ws.lineage, name))
         return recipes[name]
 
     def walk_while(held, origin: str = parent) -> str:

@@ -53,8 +53,21 @@ def test_turn_limit_stays_when_it_is_not_the_bottleneck(metrics, patch_short, ki
     assert (patch_short / "recipe.yaml").read_text() == before
 
 
-def test_turn_limit_needs_a_recipe_that_names_one(worktree, kit, make_ctx, settings):
-    """The arithmetic baseline is single-turn: no `domain.options.max_turns` to raise."""
+def test_a_turn_limit_the_recipe_leaves_to_the_domain_is_raised_from_the_default(patch_short, kit, make_ctx, settings):
+    """patch with `domain.options: {}` still runs eight turns (the domain's default), and they can bind."""
+    from evo.recipe import set_path
+    from evo.yamlio import load_yaml
+
+    raw = load_yaml(patch_short / "recipe.yaml")
+    (patch_short / "recipe.yaml").write_text(dump_yaml(set_path(raw, "domain.options", {})))
+    diag = kit.diagnosis({"behavior/max_turns_frac": 0.39, "behavior/idle_failure_frac": 0.02})
+    proposal = _propose(settings, make_ctx(diag, skills=[kit.skill_named("raise-turn-limit")], domain="patch"))
+    assert proposal is not None and proposal.manifest["change_from"] == 8 and proposal.manifest["change_to"] == 16
+    assert load_yaml(patch_short / "recipe.yaml")["domain"]["options"] == {"max_turns": 16}
+
+
+def test_turn_limit_needs_a_domain_that_has_one(worktree, kit, make_ctx, settings):
+    """The arithmetic domain is single-turn: it takes no `domain.options.max_turns` to raise."""
     diag = kit.diagnosis({"behavior/max_turns_frac": 0.9, "behavior/idle_failure_frac": 0.0})
     assert _propose(settings, make_ctx(diag, skills=[kit.skill_named("raise-turn-limit")])) is None
 

@@ -29,3 +29,21 @@ def test_swe_gpu_recipe_keeps_history_hidden_and_efficiency_out():
     recipe = load_recipe(resource_dir("recipes") / "swe-qwen3-gpu.yaml")
     assert recipe["domain"]["options"]["expose_git_history"] is False
     assert "efficiency" not in {t["name"] for t in recipe["reward"]["terms"]}
+
+
+@pytest.mark.parametrize("name", ["calc", "patch", "swe"])
+def test_the_option_defaults_are_what_an_environment_without_options_runs_under(name):
+    """What a recipe leaves out still binds its episodes: readers of a recipe see the domain's own defaults."""
+    from evo.domains import option_defaults, with_option_defaults
+
+    defaults = option_defaults(name)
+    env = get_environment(name, {})
+    assert defaults["max_turns"] == env.max_turns
+    filled = with_option_defaults({"domain": {"name": name, "options": {"max_turns": 1}}})
+    assert filled["domain"]["options"] == {**defaults, "max_turns": 1}  # what the recipe names wins
+
+
+def test_a_single_turn_domain_has_no_turn_limit_to_default():
+    from evo.domains import option_defaults
+
+    assert "max_turns" not in option_defaults("arithmetic")

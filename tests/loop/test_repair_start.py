@@ -129,6 +129,15 @@ def test_a_lifted_limit_the_parent_learned_to_avoid_starts_before_it(tmp_path):
     assert repair_start(same_limit, "v0", turns(1)) is None  # nothing lifted
 
 
+def test_a_lifted_limit_the_parent_left_to_the_domain_is_read_from_the_default(tmp_path):
+    """A parent recipe without `max_turns` ran calc's default three turns: six is a lift, three is not."""
+    abandoned = limit_ws(tmp_path, {"v0": ([], 3)}, {"v0": (0.134, 0.0)})
+    abandoned.lineage.texts["v0"] = dump_yaml(set_path(load_yaml(resource_dir("recipes") / "calc-tiny.yaml"),
+                                                       "domain.options", {"tool": True}))
+    assert repair_start(abandoned, "v0", turns(6)) == "base"
+    assert repair_start(abandoned, "v0", turns(3)) is None
+
+
 def test_the_walk_stops_at_the_last_policy_trained_under_a_higher_limit(tmp_path):
     space = limit_ws(tmp_path, {"v0": ([], 3), "v1": (["v0"], 1), "v2": (["v1"], 1)}, {"v2": (0.3, 0.02)})
     assert repair_start(space, "v2", turns(2)) == "v0"
