@@ -39,8 +39,11 @@ def option_defaults(name: str) -> dict:
 
 
 def with_option_defaults(recipe: dict) -> dict:
-    """A copy of the normalised `recipe` whose `domain.options` also hold the domain's defaults it leaves out."""
+    """A copy of the normalised `recipe` whose `domain.options` also hold the domain's defaults it leaves out
+    (the recipe itself where it names no known domain)."""
     domain = recipe.get("domain") or {}
+    if domain.get("name") not in _DOMAINS:
+        return recipe
     options = {**option_defaults(domain.get("name", "")), **(domain.get("options") or {})}
     return {**recipe, "domain": {**domain, "options": options}}
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evo.domains import with_option_defaults
 from evo.errors import HarnessError
 from evo.fileio import write_atomic
 from evo.harness import digest, isolation, loader
@@ -44,7 +45,7 @@ def diagnose(run_dir, *, recipe, parent_run_dir=None, promoted_run_dir=None, ana
                            "pass folders holding analyzer .py files")
     ctx = AnalyzerContext(
         run=RunArtifacts(run_dir),
-        recipe=recipe or {},
+        recipe=with_option_defaults(recipe or {}),  # a turn limit the recipe leaves to the domain still binds
         parent=RunArtifacts(parent_run_dir) if parent_run_dir else None,
         promoted=RunArtifacts(promoted_run_dir) if promoted_run_dir else None,
         lineage=list(lineage or ()),

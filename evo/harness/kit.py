@@ -402,7 +402,8 @@ def is_multi_turn(ctx, tables=None) -> bool:
 
 
 def turn_limit(ctx) -> int | None:
-    """The recipe's `domain.options.max_turns`, or None when it names none."""
+    """The run's turn limit, `domain.options.max_turns` (the domain's default where the recipe leaves it out,
+    `evo.harness.diagnose`), or None for a domain that has none."""
     options = ((ctx.recipe or {}).get("domain") or {}).get("options") or {}
     limit = options.get("max_turns")
     return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None

@@ -141,6 +141,16 @@ def test_one_turn_is_no_collapse_under_a_one_turn_limit(tmp_path, art):
     assert [v["evidence"]["kind"] for v in raised["vetoes"]] == ["one_turn"]
 
 
+def test_a_turn_limit_the_recipe_leaves_to_the_domain_still_makes_it_multi_turn(tmp_path, art):
+    """calc without `max_turns` runs its default three turns: a run whose every episode took one is a collapse."""
+    run = art.write_run(tmp_path / "run", rollouts_t=art.rollouts(turns=[1] * 48))
+    vetoes = diagnose(run, recipe={"domain": {"name": "calc", "options": {"tool": True}}})["audits"]["vetoes"]
+    assert "one_turn" in [v["evidence"]["kind"] for v in vetoes]
+    one_turn = diagnose(run, recipe={"domain": {"name": "calc", "options": {"tool": True, "max_turns": 1}}},
+                        out_dir=tmp_path / "one")
+    assert "one_turn" not in [v["evidence"]["kind"] for v in one_turn["audits"]["vetoes"]]
+
+
 def test_collapse_runaway_turns(tmp_path, art):
     table = art.rollouts(turns=[10] * 48, finish_reason=["max_turns"] * 48, tool_calls=[9] * 48)
     r = art.run_builtin("audit_collapse", art.ctx_for(tmp_path, rollouts_t=table, recipe=SWE))
