@@ -21,20 +21,23 @@ def available_domains() -> list[str]:
     return sorted(_DOMAINS)
 
 
+def _domain_class(name: str):
+    module_name, cls_name = _DOMAINS[name].split(":")
+    return getattr(importlib.import_module(module_name), cls_name)
+
+
 def option_defaults(name: str) -> dict:
     """The scalar options domain `name` takes when a recipe leaves them out (its constructor's defaults).
 
     What a recipe omits is still a setting the episode runs under: calc's
     three turns bind a policy whether or not the recipe says `max_turns: 3`.
     Readers that reason about a recipe (the heuristic's skill requirements, the
-    loop's limit walk) see these filled in. None-valued defaults (computed by the
+    loop's limit walk, the analyzers) see these filled in. None-valued defaults (computed by the
     domain, e.g. math's turn limit) and structured ones are left out.
     """
     if name not in _DOMAINS:
         return {}
-    module_name, cls_name = _DOMAINS[name].split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return {key: p.default for key, p in inspect.signature(cls).parameters.items()
+    return {key: p.default for key, p in inspect.signature(_domain_class(name)).parameters.items()
             if isinstance(p.default, (bool, int, float, str))}
 
 
@@ -44,7 +47,7 @@ def with_option_defaults(recipe: dict) -> dict:
     domain = recipe.get("domain") or {}
     if domain.get("name") not in _DOMAINS:
         return recipe
-    options = {**option_defaults(domain.get("name", "")), **(domain.get("options") or {})}
+    options = {**option_defaults(domain["name"]), **(domain.get("options") or {})}
     return {**recipe, "domain": {**domain, "options": options}}
 
 
@@ -52,8 +55,7 @@ def get_environment(name: str, options: dict | None = None):
     """Build the environment for domain `name` with the recipe's `domain.options`."""
     if name not in _DOMAINS:
         raise ConfigError(f"recipe.yaml: domain.name: {name!r} is not a known domain; use one of {', '.join(available_domains())}")
-    module_name, cls_name = _DOMAINS[name].split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
+    cls = _domain_class(name)
     accepted = list(inspect.signature(cls).parameters)
     unknown = sorted(set(options or {}) - set(accepted))
     if unknown:
