@@ -32,8 +32,10 @@ def option_defaults(name: str) -> dict:
     What a recipe omits is still a setting the episode runs under: calc's
     three turns bind a policy whether or not the recipe says `max_turns: 3`.
     Readers that reason about a recipe (the heuristic's skill requirements, the
-    loop's limit walk, the analyzers) see these filled in. None-valued defaults (computed by the
-    domain, e.g. math's turn limit) and structured ones are left out.
+    loop's limit walk, the analyzers) see these filled in. None-valued defaults
+    and structured ones are left out; a default the domain computes from other
+    options (math's turn limit, 4 with the interpreter) comes from its class's
+    `computed_defaults(options)`, read by `with_option_defaults`.
     """
     if name not in _DOMAINS:
         return {}
@@ -47,7 +49,9 @@ def with_option_defaults(recipe: dict) -> dict:
     domain = recipe.get("domain") or {}
     if domain.get("name") not in _DOMAINS:
         return recipe
-    options = {**option_defaults(domain["name"]), **(domain.get("options") or {})}
+    named = domain.get("options") or {}
+    computed = getattr(_domain_class(domain["name"]), "computed_defaults", None)  # defaults that depend on options
+    options = {**option_defaults(domain["name"]), **(computed(named) if computed else {}), **named}
     return {**recipe, "domain": {**domain, "options": options}}
 
 

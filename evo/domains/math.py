@@ -46,6 +46,7 @@ from evo.domains.sandbox import Sandbox, SandboxLimits
 from evo.domains.taskfiles import TaskFiles
 from evo.errors import ConfigError
 
+TOOL_TURNS = 4  # the turn limit with the interpreter when the recipe names none
 COMPONENTS = ("correctness", "partial_credit", "format", "length", "judge_if")
 DEFAULT_TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 TOOL_HINT = ("\n\nYou may run Python: write a ```python code block and stop; its printed output comes "
@@ -150,6 +151,11 @@ class MathEnv:
     name = "math"
     reward_components = COMPONENTS
 
+    @staticmethod
+    def computed_defaults(options: dict) -> dict:
+        """The turn limit a recipe with the interpreter and no `max_turns` runs under (`evo.domains.with_option_defaults`)."""
+        return {"max_turns": TOOL_TURNS} if options.get("code_interpreter") else {}
+
     def __init__(self, train_file: str | None = None, validation_file: str | None = None,
                  files: dict | None = None, extract: str = "auto", verifier: str = "auto",
                  code_interpreter: bool = False, max_turns: int | None = None,
@@ -169,7 +175,7 @@ class MathEnv:
             raise ConfigError("recipe.yaml: domain.options.prompt_template: must contain {problem}")
         self.extract, self.verifier = extract, verifier
         self.code_interpreter = bool(code_interpreter)
-        self.max_turns = max_turns or (4 if self.code_interpreter else 1)
+        self.max_turns = max_turns or (TOOL_TURNS if self.code_interpreter else 1)
         self.stop = ("```output", "</tool>") if self.code_interpreter else ()
         self.max_tool_output_chars = int(max_tool_output_chars)
         self.length_budget = length_budget

@@ -47,3 +47,15 @@ def test_a_single_turn_domain_has_no_turn_limit_to_default():
     from evo.domains import option_defaults
 
     assert "max_turns" not in option_defaults("arithmetic")
+
+
+def test_a_default_the_domain_computes_from_other_options_is_filled_too():
+    """math runs four turns with its interpreter unless the recipe says otherwise, one without it."""
+    from evo.domains import with_option_defaults
+
+    def filled(options):
+        return with_option_defaults({"domain": {"name": "math", "options": options}})["domain"]["options"]
+
+    assert filled({"code_interpreter": True})["max_turns"] == get_environment("math", {"code_interpreter": True}).max_turns == 4
+    assert filled({"code_interpreter": True, "max_turns": 2})["max_turns"] == 2
+    assert "max_turns" not in filled({})
