@@ -97,6 +97,38 @@ def _model_cache_kwarg(model) -> str:
     return "cache" if "cache" in _forward_params(type(model)) else "past_key_values"
 
 
+class _HFStepper:
+    """The model's own forward with its KV cache, behind the interface of `evo.train.decoder.CachedDecoder`."""
+
+    def __init__(self, model):
+        self.model, self.cache_kw = model, _model_cache_kwarg(model)
+        self.cache, self.mask = None, None
+
+    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        self.cache = out[self.cache_kw] if self.cache_kw in out else out["past_key_values"]
+        _check_cache(self.cache)
+        self.mask = mask  # (k, P) grows by one column per token
+        return out.logits[:, -1]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.cache.reorder_cache(index)
+        self.mask = self.mask.index_select(0, index)
+
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        self.mask = torch.cat([self.mask, self.mask.new_ones((len(tokens), 1))], dim=1)  # (k, P + steps)
+        out = self.model(input_ids=tokens[:, None], attention_mask=self.mask, position_ids=positions[:, None],
+                         use_cache=True, **{self.cache_kw: self.cache})
+        return out.logits[:, -1]
+
+
+def _stepper(model, positions: int):
+    """The direct decoder where it computes exactly the model's forward, else the model's own forward."""
+    from evo.train.decoder import CachedDecoder, supports
+
+    return CachedDecoder(model, positions) if supports(model) else _HFStepper(model)
+
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -172,7 +204,6 @@ def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, t
     if n_rows == 0:
         return []
     device = next(model.parameters()).device
-    cache_kw = _model_cache_kwarg(model)
     generator = None
     bases = [stream_seed(seed, key) for key in streams] if streams is not None and seed is not None else None
     if seed is not None and bases is None:
@@ -199,12 +230,8 @@ def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, t
     texts: list[str | None] = [None] * n_rows
     reasons: list[str | None] = [None] * n_rows
 
-    out = model(input_ids=ctx_ids.to(device), attention_mask=ctx_mask.to(device),
-                position_ids=ctx_pos.to(device), use_cache=True, logits_to_keep=1)
-    cache = out[cache_kw] if cache_kw in out else out["past_key_values"]
-    _check_cache(cache)
-    logits = out.logits[:, -1]  # (k, V) one row per node (distinct context)
-    mask = ctx_mask.to(device)  # (k, P) grows by one column per token
+    stepper = _stepper(model, width + max_new_tokens)
+    logits = stepper.prefill(ctx_ids.to(device), ctx_mask.to(device), ctx_pos.to(device))  # (k, V) one per node
     position = ctx_mask.sum(-1).to(device)  # (k,) position of the next token
     live = list(range(n_rows))  # rows still sampling
     node = list(source)  # row -> its context's batch entry (node)
@@ -243,13 +270,10 @@ def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, t
             break
         if parents != list(range(len(logits))):  # contexts split, merged or finished
             index_t = torch.tensor(parents, device=device)  # (k',)
-            cache.reorder_cache(index_t)
-            mask, position = mask.index_select(0, index_t), position.index_select(0, index_t)
-        mask = torch.cat([mask, mask.new_ones((len(parents), 1))], dim=1)  # (k', P + step + 1)
-        out = model(input_ids=torch.tensor(fed, device=device)[:, None], attention_mask=mask,
-                    position_ids=position[:, None], use_cache=True, **{cache_kw: cache})
+            stepper.reorder(index_t)
+            position = position.index_select(0, index_t)
+        logits = stepper.step(torch.tensor(fed, device=device), position)  # (k', V)
         position = position + 1
-        logits = out.logits[:, -1]  # (k', V)
 
     gens = []
     for row in range(n_rows):
