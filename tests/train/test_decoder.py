@@ -9,8 +9,16 @@ from evo.train.tiny import build_char_tokenizer
 
 
 def _model(kind: str, **extra):
-    from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config,
-                              Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+    )
 
     tok = build_char_tokenizer()
     common = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
