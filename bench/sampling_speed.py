@@ -67,7 +67,7 @@ def main() -> None:
         if way == "generate":
             return hf.generate_ids(rows, **kwargs)
         if way == "forward":
-            sampler._stepper = lambda model, positions: sampler._HFStepper(model)
+            sampler._stepper = lambda model, positions, contexts: sampler._HFStepper(model)
         try:
             return policy.generate_ids(rows, **kwargs)
         finally:

@@ -21,11 +21,15 @@ masked: on CPU a contiguous buffer is faster to attend over than a slice of it.
 
 It takes only models whose layers compute exactly that (`supports`): the
 `llama`, `qwen2` and `qwen3` model types with full attention in every layer,
-no tensor-parallel split, SiLU activation, a rotary type that does not depend
-on the sequence seen (not "dynamic"), and no logit soft-capping. Anything else
-keeps the Hugging Face forward. Its logits equal the Hugging Face forward's
-to float32 rounding; `tests/train/test_decoder.py` checks it against the
-Hugging Face forward on each supported model type.
+no tensor-parallel split, SiLU activation, a rotary table that does not
+depend on the sequence seen (not "dynamic" or "longrope", which Hugging Face
+recomputes from the current length), and no logit soft-capping. Anything else
+keeps the Hugging Face forward. Its RMSNorm rounds as Hugging Face's does (in
+float32, cast back), so with float32 weights its logits equal the Hugging Face
+forward's to float32 rounding and with bfloat16 weights they agree to that
+format's rounding of the same operations; `tests/train/test_decoder.py` checks
+it against the Hugging Face forward on each supported model type and in
+bfloat16.
 
 Rows are left-padded contexts that share one column per step (the sampler's
 layout): a pad column is masked as a key for every row and a pad query
@@ -41,7 +45,12 @@ _MODEL_TYPES = ("llama", "qwen2", "qwen3")
 
 
 def supports(model) -> bool:
-    """Whether `CachedDecoder` computes exactly what `model`'s own forward does."""
+    """Whether `CachedDecoder` computes exactly what `model`'s own forward does.
+
+    Conservative: a model is declined on any configuration whose effect on the
+    forward this decoder does not reproduce, even one (such as
+    `pretraining_tp` > 1) that only changes how Hugging Face splits a matmul.
+    """
     config = getattr(model, "config", None)
     if config is None or getattr(config, "model_type", None) not in _MODEL_TYPES:
         return False
@@ -52,7 +61,7 @@ def supports(model) -> bool:
     if any(kind != "full_attention" for kind in (getattr(config, "layer_types", None) or ())):
         return False
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    if rope.get("rope_type", rope.get("type", "default")) == "dynamic":
+    if rope.get("rope_type", rope.get("type", "default")) in ("dynamic", "longrope"):
         return False
     inner = getattr(model, "model", None)
     if not all(hasattr(inner, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")) \
@@ -90,8 +99,10 @@ def _norm(module) -> tuple[torch.Tensor, float]:
 
 
 def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
+    """Hugging Face's Llama RMSNorm, rounding included: normalised in float32, cast back, then scaled."""
     weight, eps = norm
-    return F.rms_norm(x, weight.shape, weight, eps)
+    x32 = x.float()
+    return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 class CachedDecoder:
@@ -103,7 +114,7 @@ class CachedDecoder:
         inner = model.model
         attn = inner.layers[0].self_attn
         self.head_dim, self.scaling = attn.head_dim, attn.scaling
-        self.layers = [_Layer(layer) for layer in inner.layers]
+        self.layers = [_Layer(layer) for layer in inner.layers[:model.config.num_hidden_layers]]
         self.heads = self.layers[0].q_size // self.head_dim
         self.kv_heads = self.layers[0].kv_size // self.head_dim
         self.embed = inner.embed_tokens.weight

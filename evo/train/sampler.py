@@ -122,11 +122,17 @@ class _HFStepper:
         return out.logits[:, -1]
 
 
-def _stepper(model, positions: int):
-    """The direct decoder where it computes exactly the model's forward, else the model's own forward."""
+def _stepper(model, positions: int, contexts: Sequence[Sequence[int]]):
+    """The direct decoder where it computes exactly the model's forward, else the model's own forward.
+
+    An empty context (no real token to attend to) keeps the model's own forward:
+    what a row with nothing visible computes is the model's convention, not ours.
+    """
     from evo.train.decoder import CachedDecoder, supports
 
-    return CachedDecoder(model, positions) if supports(model) else _HFStepper(model)
+    if supports(model) and all(contexts):
+        return CachedDecoder(model, positions)
+    return _HFStepper(model)
 
 
 _MASK64 = (1 << 64) - 1
@@ -230,7 +236,7 @@ def sample(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, t
     texts: list[str | None] = [None] * n_rows
     reasons: list[str | None] = [None] * n_rows
 
-    stepper = _stepper(model, width + max_new_tokens)
+    stepper = _stepper(model, width + max_new_tokens, contexts)
     logits = stepper.prefill(ctx_ids.to(device), ctx_mask.to(device), ctx_pos.to(device))  # (k, V) one per node
     position = ctx_mask.sum(-1).to(device)  # (k,) position of the next token
     live = list(range(n_rows))  # rows still sampling

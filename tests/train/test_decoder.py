@@ -93,6 +93,45 @@ def test_models_it_would_not_compute_exactly_keep_their_own_forward():
     assert not supports(_model("qwen2", use_sliding_window=True, sliding_window=4, max_window_layers=0)[0])
     assert not supports(_model("llama", rope_parameters={"rope_type": "dynamic", "factor": 2.0,
                                                          "rope_theta": 10000.0})[0])
+    longrope = {"rope_type": "longrope", "rope_theta": 10000.0, "factor": 4.0, "short_factor": [1.0] * 4,
+                "long_factor": [2.0] * 4, "original_max_position_embeddings": 16}  # its table depends on the length
+    assert not supports(_model("llama", rope_parameters=longrope)[0])
+
+
+def _hf_logits(model, rows, pad):
+    ids, mask, pos = _left_padded(rows, pad)
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1]
+
+
+def test_in_bfloat16_it_rounds_as_the_model_forward_does():
+    model, tok = _model("qwen3")
+    model = model.to(torch.bfloat16)
+    rows = [[5, 9, 14, 7, 3, 3, 21], [30, 31], [44, 2, 2]]
+    ids, mask, pos = _left_padded(rows, tok.pad_token_id)
+    got = CachedDecoder(model, ids.shape[1]).prefill(ids, mask, pos).float()
+    want = _hf_logits(model, rows, tok.pad_token_id).float()
+    float32 = _hf_logits(_model("qwen3")[0], rows, tok.pad_token_id)
+    # as close to the bf16 forward as bf16 rounding of the same operations, and closer than bf16 is to fp32
+    assert (got - want).abs().max() < 0.25 * (want - float32).abs().max()
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_layers_past_the_configured_count_are_skipped_as_the_model_forward_skips_them():
+    model, tok = _model("llama")
+    model.config.num_hidden_layers = 1  # Hugging Face runs layers[:num_hidden_layers]
+    rows = [[5, 6, 7], [9]]
+    ids, mask, pos = _left_padded(rows, tok.pad_token_id)
+    got = CachedDecoder(model, ids.shape[1]).prefill(ids, mask, pos)
+    assert torch.allclose(got, _hf_logits(model, rows, tok.pad_token_id), atol=1e-5, rtol=1e-4)
+
+
+def test_an_empty_context_keeps_the_model_forward():
+    import evo.train.sampler as sampler
+
+    model, _ = _model("llama")
+    assert isinstance(sampler._stepper(model, 8, [(5, 6), (7,)]), CachedDecoder)
+    assert isinstance(sampler._stepper(model, 8, [(5, 6), ()]), sampler._HFStepper)
 
 
 def test_sampling_through_it_draws_what_the_model_forward_draws():
@@ -105,7 +144,7 @@ def test_sampling_through_it_draws_what_the_model_forward_draws():
     import evo.train.sampler as sampler
 
     original = sampler._stepper
-    sampler._stepper = lambda m, n: sampler._HFStepper(m)  # the same loop on the model's own forward
+    sampler._stepper = lambda m, n, c: sampler._HFStepper(m)  # the same loop on the model's own forward
     try:
         b = own.generate_ids(prompts, max_new_tokens=8, temperature=1.0, seed=4, streams=streams)
     finally:
