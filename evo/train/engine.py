@@ -36,7 +36,7 @@ from evo.errors import MissingDependencyError, TrainError
 from evo.recipe_spec import Grpo, RecipeSpec
 from evo.train import parallel
 from evo.train.distributed import SINGLE
-from evo.train.forward import TrainBatch, response_logits
+from evo.train.forward import TrainBatch, micro_batches, response_logits
 from evo.train.objective import gather_logprobs, grpo_loss, masked_row_mean, token_entropy
 from evo.train.schedule import lr_at
 
@@ -53,6 +53,33 @@ def global_loss_scale(world: int) -> float:
 
 
 ADAMW_SLOTS = {"step", "exp_avg", "exp_avg_sq"}  # what AdamW keeps per parameter
+
+
+def _take_gradients(model) -> list:
+    """Each parameter's gradient so far (None where it has none), the parameters left without one."""
+    grads = []
+    for p in model.parameters():
+        grads.append(p.grad)
+        p.grad = None
+    return grads
+
+
+def _add_gradients(model, held: list[list]) -> None:
+    """Each parameter's gradient becomes the sum, in segment order, of the held sums and its own.
+
+    One process sums each segment's micro-batches on their own and then the
+    segments' sums, as a two-rank run's ranks and their all-reduce do: the same
+    additions in the same order, so the two runs' gradients are equal to the bit.
+    """
+    if not held:
+        return
+    for i, p in enumerate(model.parameters()):
+        total = None
+        for grads in [*held, None]:
+            g = p.grad if grads is None else grads[i]
+            if g is not None:
+                total = g if total is None else total + g
+        p.grad = total
 
 
 class TorchEngine:
@@ -153,8 +180,9 @@ class TorchEngine:
         kl_coef = self.grpo.kl_coef
         use_ref = self._uses_ref
         rows = self._plan(batch)
-        mb = max(1, self.grpo.micro_batch_size)
-        chunks = [rows[i: i + mb] for i in range(0, len(rows), mb)]
+        segments = [batch.segments[r] for r in rows] if batch.segments else [0] * len(rows)
+        chunks = [[rows[j] for j in c] for c in micro_batches(segments, max(1, self.grpo.micro_batch_size))]
+        segment_of = (lambda chunk: batch.segments[chunk[0]] if chunk else -1) if batch.segments else (lambda _: 0)
         # One process with the plain torch engine: every backward is plain. Otherwise real backwards accumulate
         # and one zero-valued synced backward reduces them (all-reduce, FSDP's reduce-scatter into the sharded
         # gradients the optimizer steps on, DeepSpeed's accumulation boundary), whatever the last chunk held.
@@ -175,8 +203,11 @@ class TorchEngine:
         for it in range(iterations):
             self._zero_grad()
             total_loss, any_grad = 0.0, False
+            held: list = []  # one process: the gradient sums of the segments before this one
             with self.full_parameters():
                 for c, chunk in enumerate(chunks):
+                    if not reduce_once and c and segment_of(chunk) != segment_of(chunks[c - 1]):
+                        held.append(_take_gradients(self.model))
                     if not chunk:  # padding up to another rank's number of micro-batches
                         if it == 0:
                             old_cache.append(None)
@@ -198,6 +229,7 @@ class TorchEngine:
                     sync_s += time.perf_counter() - t0
                     any_grad = True
             losses.append(total_loss)
+            _add_gradients(self.model, held)
             if not any_grad and learns:
                 # Trajectories enter the loss but all with an exactly zero gradient (dead groups, no KL):
                 # the optimizer still steps, as it would after computing them (momentum, weight decay).

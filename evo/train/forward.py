@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Sequence
 
@@ -45,6 +45,7 @@ class TrainBatch:
     advantages: torch.Tensor  # (N,)
     weights: torch.Tensor  # (N,) trajectory weights from objective.trajectory_weights
     pad_id: int = 0
+    segments: list[int] = field(default_factory=list)  # (N,) `micro_batches` segment of each row (empty: all 0)
 
     @property
     def size(self) -> int:
@@ -66,7 +67,31 @@ def build_batch(trajs: Sequence, advantages: Sequence[float], weights: Sequence[
     return TrainBatch(prompts, row_prompt, [list(t.response_ids) for t in trajs],
                       [list(t.response_mask) for t in trajs],
                       torch.tensor(list(advantages), dtype=torch.float32),
-                      torch.tensor(list(weights), dtype=torch.float64), pad_id)
+                      torch.tensor(list(weights), dtype=torch.float64), pad_id,
+                      [int(t.info.get("segment", 0)) for t in trajs])
+
+
+def micro_batches(segments: Sequence[int], size: int) -> list[list[int]]:
+    """Positions 0..len(segments)-1 cut into micro-batches of at most `size`, segment by segment.
+
+    `segments[i]` is the segment of the i-th row computed (`evo.train.step_batch`
+    gives each group the rank that samples it in a run of at least two ranks).
+    Segments are taken in increasing order, each row keeping its place within
+    its own, and a micro-batch never spans two. Why: a micro-batch's gradient
+    depends on its rows to float rounding (the batch shape, the padding, the
+    sum over its tokens), and AdamW's first steps divide by a gradient's size,
+    so an element whose gradient nearly cancels turns that rounding into a
+    visible share of the learning rate. With these micro-batches one process
+    computes exactly the ones each rank of a two-rank run computes, and
+    `--nproc 2` reproduces the one-process update.
+    """
+    order = sorted(range(len(segments)), key=lambda i: segments[i])  # stable: a segment keeps its row order
+    chunks: list[list[int]] = []
+    for i in order:
+        if not chunks or len(chunks[-1]) >= size or segments[chunks[-1][0]] != segments[i]:
+            chunks.append([])
+        chunks[-1].append(i)
+    return chunks
 
 
 @lru_cache(maxsize=None)

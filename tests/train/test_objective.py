@@ -156,3 +156,14 @@ def test_length_buckets_cover_every_row_once_and_split_only_when_it_saves_work()
     assert maxima == sorted(maxima, reverse=True)  # contiguous in length, longest first
     assert length_buckets([5, 6, 5, 6]) == [[0, 1, 2, 3]]  # a split would save less than a forward costs
     assert length_buckets([5, 6, 5, 6], overhead=0.0) == [[1, 3], [0, 2]]
+
+
+def test_micro_batches_never_span_two_segments_and_keep_each_segments_order():
+    """One process computes segment 0's rows, then segment 1's, each cut as the rank that samples it cuts them."""
+    from evo.train.forward import micro_batches
+
+    segments = [0, 0, 1, 1, 0, 0, 1, 1, 0]  # groups of two rows, alternately sampled by rank 0 and rank 1
+    assert micro_batches(segments, 3) == [[0, 1, 4], [5, 8], [2, 3, 6], [7]]
+    assert micro_batches([0, 1, 0, 1], 64) == [[0, 2], [1, 3]]
+    assert micro_batches([1, 1, 1], 2) == [[0, 1], [2]]  # a rank of a two-rank run: its own segment only
+    assert micro_batches([0] * 5, 2) == [[0, 1], [2, 3], [4]] and micro_batches([], 8) == []
