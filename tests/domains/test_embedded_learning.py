@@ -5,7 +5,7 @@ model (the recipes' own), `evo train R`, then `evo compare` of the two evaluatio
 bootstrap over the validation tasks). The recipes are the shipped v0s with the
 training schedule as it ships; only the evaluation is trimmed to fit the test
 budget (fewer samples per task), the same for both sides: patch at k = 4. calc keeps its
-recipe's k = 8, since its gain is small (measured: 0.432 -> 0.492, +0.060 [+0.001, +0.115] at
+recipe's k = 8, since its gain is small (measured: 0.432 -> 0.497, +0.065 [+0.011, +0.118] at
 k = 8; at k = 4 the interval reaches below 0): calling the tool rises from ~30% to ~90% of
 episodes and the medium stratum gains +0.25, while copies of five-digit results stay unreliable.
 """
