@@ -37,6 +37,11 @@ def _resolve(target: str, workspace: Path) -> Target:
         settings = load_settings(workspace)
         run_dir = artifact_dir(workspace, settings, target)
         if not run_dir.is_dir():
+            from evo.lineage import Lineage
+
+            lineage = Lineage.open(workspace)
+            if target not in lineage.versions():
+                lineage.record(target)  # raises the lineage's own error: unknown (the known ones), or lost refs
             raise HarnessError(f"{target} has no artifacts at {run_dir}; run `evo step` to train and evaluate it")
         return Target(run_dir, target, workspace, settings)
     path = Path(target)

@@ -96,6 +96,14 @@ def register(group):
 
         root = directory.expanduser().absolute()
         if is_workspace(root):
+            asked = [f"--{name} {value}" for name, value in
+                     (("domain", domain), ("model", model), ("agent", agent), ("recipe", recipe)) if value is not None]
+            if asked:
+                from evo.errors import WorkspaceError
+
+                raise WorkspaceError(f"{root} is already an EvoTrainer workspace; {', '.join(asked)} not applied "
+                                     "(nothing changed): give a new folder, or edit recipe.yaml / evo.yaml there "
+                                     "and commit")
             emit({"workspace": str(root), "created": False}, as_json,
                  lambda d: click.echo(f"{root} is already an EvoTrainer workspace; nothing changed"))
             return

@@ -109,4 +109,8 @@ def test_workspace_versions_lineage_and_tampering_audit(tmp_path, art):
     assert diag["metrics"]["behavior/truncated_frac"] == 0.777  # the version's own analyzer overrides the built-in
     cmp = json.loads(invoke("compare", "v0", "v1", "-C", ws, "--json").output)
     assert cmp["outcome"] == "improvement"  # vetoes are separate from the outcome class
+    for command in ("compare", "analyze"):  # a version that does not exist is named so, not "run evo step"
+        args = (command, "v0", "v9") if command == "compare" else (command, "v9")
+        res = CliRunner().invoke(main, [*args, "-C", str(ws)])
+        assert res.exit_code == 1 and "unknown version 'v9' (known: v0, v1)" in res.output, res.output
     assert cmp["delta"] == pytest.approx(0.5)

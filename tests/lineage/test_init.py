@@ -80,6 +80,15 @@ def test_rerunning_init_says_so_and_changes_nothing(ws, h):
     assert h.snapshot(ws) == before
 
 
+def test_rerunning_init_with_another_domain_is_an_error_not_a_silent_no_op(ws, h):
+    before = h.snapshot(ws)
+    result = CliRunner().invoke(main, ["init", str(ws), "--domain", "patch"])
+    assert result.exit_code != 0
+    assert "already an EvoTrainer workspace; --domain patch not applied" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert h.snapshot(ws) == before
+
+
 def test_non_empty_folder_needs_force(tmp_path, h):
     root = tmp_path / "notes"
     root.mkdir()
