@@ -39,9 +39,7 @@ def _resolve(target: str, workspace: Path) -> Target:
         if not run_dir.is_dir():
             from evo.lineage import Lineage
 
-            lineage = Lineage.open(workspace)
-            if target not in lineage.versions():
-                lineage.record(target)  # raises the lineage's own error: unknown (the known ones), or lost refs
+            Lineage.open(workspace).record(target)  # a version it does not know: its error, naming those it does
             raise HarnessError(f"{target} has no artifacts at {run_dir}; run `evo step` to train and evaluate it")
         return Target(run_dir, target, workspace, settings)
     path = Path(target)

@@ -170,8 +170,6 @@ def rebalance(batch, computed: list[bool], ranks, micro_batch: int):
             outgoing[move[1]].append(row)
     order = {g: i for i, g in enumerate(moves)}  # received groups join in the plan's order, as it priced them
     received = sorted((row for part in ranks.exchange(outgoing) for row in part), key=lambda row: order[row[0].group])
-    for row in received:  # computed with this rank's own rows, as priced (`evo.train.forward.micro_batches`)
-        row[0].info["segment"] = ranks.rank  # at two ranks or more, a rank's own segment is its rank
     mine = staying + received
     trajs, rewards, decisions, adv, weights = (list(x) for x in zip(*mine)) if mine else ([], [], [], [], [])
     batch.trajs, batch.rewards, batch.decisions = trajs, rewards, decisions

@@ -55,15 +55,6 @@ def global_loss_scale(world: int) -> float:
 ADAMW_SLOTS = {"step", "exp_avg", "exp_avg_sq"}  # what AdamW keeps per parameter
 
 
-def _take_gradients(model) -> list:
-    """Each parameter's gradient so far (None where it has none), the parameters left without one."""
-    grads = []
-    for p in model.parameters():
-        grads.append(p.grad)
-        p.grad = None
-    return grads
-
-
 def _add_gradients(model, held: list[list]) -> None:
     """Each parameter's gradient becomes the sum, in segment order, of the held sums and its own.
 
@@ -74,12 +65,8 @@ def _add_gradients(model, held: list[list]) -> None:
     if not held:
         return
     for i, p in enumerate(model.parameters()):
-        total = None
-        for grads in [*held, None]:
-            g = p.grad if grads is None else grads[i]
-            if g is not None:
-                total = g if total is None else total + g
-        p.grad = total
+        parts = [g for g in (*(grads[i] for grads in held), p.grad) if g is not None]
+        p.grad = sum(parts[1:], parts[0]) if parts else None
 
 
 class TorchEngine:
@@ -180,13 +167,17 @@ class TorchEngine:
         kl_coef = self.grpo.kl_coef
         use_ref = self._uses_ref
         rows = self._plan(batch)
-        segments = [batch.segments[r] for r in rows] if batch.segments else [0] * len(rows)
-        chunks = [[rows[j] for j in c] for c in micro_batches(segments, max(1, self.grpo.micro_batch_size))]
-        segment_of = (lambda chunk: batch.segments[chunk[0]] if chunk else -1) if batch.segments else (lambda _: 0)
+        # One process cuts its rows as the ranks of a two-rank run cut theirs; a rank's rows are one segment already.
+        segments = batch.segments if self.ranks.world == 1 and batch.segments else [0] * n
+        chunks = [[rows[j] for j in c] for c in micro_batches([segments[r] for r in rows],
+                                                               max(1, self.grpo.micro_batch_size))]
         # One process with the plain torch engine: every backward is plain. Otherwise real backwards accumulate
         # and one zero-valued synced backward reduces them (all-reduce, FSDP's reduce-scatter into the sharded
         # gradients the optimizer steps on, DeepSpeed's accumulation boundary), whatever the last chunk held.
         reduce_once = self.ranks.world > 1 or self.fsdp or self.collective_backward
+        # Plain backwards: the micro-batches where a new segment starts and the sum so far is held apart.
+        splits = set() if reduce_once else {c for c in range(1, len(chunks))
+                                            if segments[chunks[c][0]] != segments[chunks[c - 1][0]]}
         scale = global_loss_scale(self.ranks.world)
         learns = bool((batch.weights > 0).any())  # does anything enter the loss (on any rank, below)
         if reduce_once:
@@ -206,8 +197,9 @@ class TorchEngine:
             held: list = []  # one process: the gradient sums of the segments before this one
             with self.full_parameters():
                 for c, chunk in enumerate(chunks):
-                    if not reduce_once and c and segment_of(chunk) != segment_of(chunks[c - 1]):
-                        held.append(_take_gradients(self.model))
+                    if c in splits:
+                        held.append([p.grad for p in self.model.parameters()])
+                        self._zero_grad()
                     if not chunk:  # padding up to another rank's number of micro-batches
                         if it == 0:
                             old_cache.append(None)

@@ -75,7 +75,7 @@ def micro_batches(segments: Sequence[int], size: int) -> list[list[int]]:
     """Positions 0..len(segments)-1 cut into micro-batches of at most `size`, segment by segment.
 
     `segments[i]` is the segment of the i-th row computed (`evo.train.step_batch`
-    gives each group the rank that samples it in a run of at least two ranks).
+    gives each group the rank that samples it in a two-rank run).
     Segments are taken in increasing order, each row keeping its place within
     its own, and a micro-batch never spans two. Why: a micro-batch's gradient
     depends on its rows to float rounding (the batch shape, the padding, the

@@ -44,9 +44,9 @@ from evo.train.filters import (
     snr_loss_scale,
 )
 
-# A step's groups fall into segments: group i of a generation batch into i mod max(EXACT_WORLD, world), the rank
-# that samples it when that many ranks run. A micro-batch never spans two segments
-# (`evo.train.forward.micro_batches`), so one process and each rank of a two-rank run compute the same ones.
+# A step's groups fall into segments: group i of a generation batch into i mod EXACT_WORLD, the rank that samples it
+# when that many ranks run. One process's micro-batches never span two segments (`evo.train.forward.micro_batches`),
+# so it computes the same ones as each rank of such a run.
 EXACT_WORLD = 2
 
 
@@ -142,12 +142,9 @@ class StepSampler:
         with generating():
             trajs = rollout(self.env, [tasks[i] for i in mine], policy, g.num_generations, self.limits,
                             seed=generation_seed(seed, schedule) + 7919 * batch, group_ids=groups)
-        segments = max(EXACT_WORLD, self.ranks.world)
-        for t in trajs:
-            # The record's provenance, whichever rank later trains it (`evo.train.balance`); the segment, the rank
-            # that samples the group in a run of at least EXACT_WORLD ranks (`evo.train.forward.micro_batches`).
+        for t in trajs:  # the record's provenance, whichever rank later trains it (`evo.train.balance`)
             t.info["generation_batch"], t.info["rank"] = batch, self.ranks.rank
-            t.info["segment"] = (t.group - batch * per_batch) % segments
+            t.info["segment"] = (t.group - batch * per_batch) % EXACT_WORLD  # its rank in a run of EXACT_WORLD
         return trajs, groups
 
     # -- the step -----------------------------------------------------------------------------------
