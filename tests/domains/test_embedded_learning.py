@@ -4,10 +4,18 @@ As a user would check it: `evo eval builtin:tiny-char-mix --recipe R` for the ba
 model (the recipes' own), `evo train R`, then `evo compare` of the two evaluations (paired
 bootstrap over the validation tasks). The recipes are the shipped v0s with the
 training schedule as it ships; only the evaluation is trimmed to fit the test
-budget (fewer samples per task), the same for both sides: patch at k = 4. calc keeps its
-recipe's k = 8, since its gain is small (measured: 0.432 -> 0.497, +0.065 [+0.011, +0.118] at
-k = 8; at k = 4 the interval reaches below 0): calling the tool rises from ~30% to ~90% of
-episodes and the medium stratum gains +0.25, while copies of five-digit results stay unreliable.
+budget (fewer samples per task), the same for both sides: patch at k = 4.
+
+calc's gain is small next to one run's interval over its 90 validation tasks, so
+the claim is judged as the loop judges a recipe, over replicate trainings under
+different seeds pooled per task (`evo.harness.compare.compare_runs`). Measured on
+a clean clone of 6220fb0, seed by seed (Avg@8, base 0.432): +0.051, +0.081, -0.017,
++0.074, +0.079, +0.061, +0.069, +0.026 for seeds 0-7; five of the eight intervals lie
+above 0 alone, the pooled eight give +0.053 [+0.015, +0.093]. One seed's result
+also moved with the machine (seed 0: +0.065 on the host of 75ed9fa, +0.051 here,
+same code): a single-seed test was a coin toss on which CPU ran it. Calling the
+tool rises from ~30% to ~90% of episodes and the medium stratum gains +0.24,
+while copies of five-digit results stay unreliable.
 """
 
 from __future__ import annotations
@@ -18,11 +26,13 @@ import pytest
 from click.testing import CliRunner
 
 from evo.cli import main
+from evo.harness.compare import compare_runs
 from evo.recipe import set_path
 from evo.resources import data_dir, resource_dir
 from evo.yamlio import dump_yaml, load_yaml
 
 EVAL = {"calc": {}, "patch": {"eval.k": 4}}
+SEEDS = {"calc": range(8), "patch": [0]}  # training seeds behind the verdict (calc: ~20 s each)
 
 
 def cli(*args) -> dict:
@@ -38,18 +48,24 @@ def test_evo_train_of_the_tiny_recipe_beats_the_base_model(domain, tmp_path):
     recipe = load_yaml(resource_dir("recipes") / f"{domain}-tiny.yaml")
     for key, value in EVAL[domain].items():
         recipe = set_path(recipe, key, value)
-    path = tmp_path / "recipe.yaml"
-    path.write_text(dump_yaml(recipe))
-
-    base = cli("eval", recipe["model"]["name"], "--recipe", path, "--out", tmp_path / "base")
-    summary = cli("train", path, "--out", tmp_path / "run", "--no-progress")
-    verdict = cli("compare", tmp_path / "base", tmp_path / "run")
-    assert 0.02 < base["avg_at_k"] < 0.8, base  # a weak start, not nothing and not solved
-    assert verdict["ci_low"] > 0 and verdict["outcome"] == "improvement", verdict
-    assert summary["eval"]["avg_at_k"] == pytest.approx(base["avg_at_k"] + verdict["delta"])
+    base = None
+    runs = []
+    for seed in SEEDS[domain]:
+        path = tmp_path / f"recipe-{seed}.yaml"
+        path.write_text(dump_yaml(set_path(recipe, "seed", seed)))
+        if base is None:
+            base = cli("eval", recipe["model"]["name"], "--recipe", path, "--out", tmp_path / "base")
+            assert 0.02 < base["avg_at_k"] < 0.8, base  # a weak start, not nothing and not solved
+        summary = cli("train", path, "--out", tmp_path / f"run-{seed}", "--no-progress")
+        runs.append(tmp_path / f"run-{seed}")
+        if seed == SEEDS[domain][0]:  # what `evo compare` prints is what the run's own evaluation says
+            verdict = cli("compare", tmp_path / "base", runs[0])
+            assert summary["eval"]["avg_at_k"] == pytest.approx(base["avg_at_k"] + verdict["delta"])
+    pooled = compare_runs(runs, tmp_path / "base", parent_seeds=None)  # the base is one fixed model
+    assert pooled["ci_low"] > 0 and pooled["outcome"] == "improvement", pooled
 
     # The rollouts are multi-turn episodes with every reward component stored per trajectory.
-    rows = pq.read_table(tmp_path / "run" / "rollouts.parquet").to_pylist()
+    rows = pq.read_table(runs[0] / "rollouts.parquet").to_pylist()
     from evo.domains import get_environment
 
     env = get_environment(domain, recipe["domain"].get("options"))
