@@ -38,6 +38,16 @@ class EvoGroup(click.Group):
             click.echo("interrupted; the run can be resumed by running the same command again", err=True)
             sys.exit(130)
 
+    def main(self, *args, **kwargs):
+        """Run the command; as one rank of an outside torchrun, end the process the way a rank must."""
+        try:
+            return super().main(*args, **kwargs)
+        except SystemExit as exc:
+            ranks = sys.modules.get("evo.train.distributed")  # imported only by commands that train or evaluate
+            if ranks is not None and ranks.joined():
+                ranks.end_rank(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+            raise
+
 
 def _git_error_line(exc: Exception) -> str | None:
     import git

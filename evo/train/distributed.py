@@ -16,9 +16,10 @@ gradients use NCCL, so no collective here needs a device tensor.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 import torch
 
@@ -135,22 +136,37 @@ def _join() -> Ranks:
     return Ranks(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local_rank, device=device, group=group)
 
 
-def leave() -> None:
-    """Tear the process group down at the end of a rank's work (a no-op in one process).
+def joined() -> bool:
+    """Whether this process joined a process group as one of several ranks."""
+    return _CURRENT is not None and _CURRENT.world > 1
 
-    Every rank waits for the others first. Without that wait, a rank that
-    finished early (rank 1: it has nothing to write) sometimes died with
-    SIGABRT in gloo's teardown ("terminate called without an active
-    exception") after its work was done: 3 of 32 two-rank runs of the bench's
-    recipe here, and 0 of 36 with the barrier. The launcher still counts a run
-    whose ranks all reported done (`evo.train.launch._finished`). Ranks of an
-    outside torchrun call this too (`run_training`): there the launcher is
-    torchrun, and an abort is the run's exit code.
+
+def end_rank(code: int) -> NoReturn:
+    """End this process as a rank of a launched run, with exit status `code`.
+
+    A rank that succeeded first waits for the others (a barrier), so none
+    exits while a peer still talks to it. Then the process ends at once
+    (`os._exit`), without destroying the process group or finalizing the
+    interpreter: gloo's worker threads release their last work objects
+    lazily, and one that does so while Python finalizes needs the GIL, is
+    ended by the interpreter and aborts the process ("terminate called
+    without an active exception", SIGABRT) after the run's work is done.
+    That was seen here in 1 of about 75 two-rank FSDP2 runs under an outside
+    torchrun even with the barrier and `destroy_process_group` (3 of 32
+    without the barrier); a core dump put it in `ProcessGroupGloo::runLoop`
+    freeing a broadcast's tensors. The launcher still counts a run whose
+    ranks all reported done (`evo.train.launch._finished`).
     """
-    global _CURRENT
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier(group=_CURRENT.group if _CURRENT else None)  # over the CPU group when NCCL holds gradients
-        dist.destroy_process_group()
-    _CURRENT = None
+    if code == 0 and dist.is_available() and dist.is_initialized():
+        try:
+            dist.barrier(group=_CURRENT.group if _CURRENT else None)  # over the CPU group when NCCL holds gradients
+        except Exception:  # noqa: BLE001 (a peer died first: the run failed, and the launcher names that rank)
+            code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

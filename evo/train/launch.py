@@ -41,7 +41,7 @@ from pathlib import Path
 
 from evo.errors import EvoError, TrainError
 from evo.recipe_spec import RecipeSpec
-from evo.train.distributed import launched_world, leave
+from evo.train.distributed import end_rank, launched_world
 from evo.train.run import STOP_FILE_ENV, TrainResult, train_recipe
 
 LAUNCHERS = ("torchrun", "deepspeed")
@@ -69,10 +69,9 @@ def run_training(recipe: dict, out_dir, *, init_checkpoint=None, version: str = 
         if nproc not in (1, world):
             raise TrainError(f"--nproc {nproc}: this process is already one of {world} launched ranks; "
                              "drop --nproc when running under torchrun or deepspeed")
-        result = train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress,
-                              step_offset=step_offset)
-        leave()  # as a rank this module launched does (`_rank_main`): wait for the others, then tear the group down
-        return result
+        # The caller ends this process with `end_rank` once it has reported (the `evo` command does).
+        return train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress,
+                            step_offset=step_offset)
     if nproc == 1:
         return train_recipe(recipe, out_dir, init_checkpoint=init_checkpoint, version=version, progress=progress,
                             step_offset=step_offset)
@@ -254,10 +253,8 @@ def _rank_main(spec_path: str) -> int:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         _mark(LOST if _lost_peer(exc, text) else ERROR, f"{type(exc).__name__}: {text}")
         code = 1
-    if code == 0:
-        leave()
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(_rank_main(sys.argv[1]))
+    end_rank(_rank_main(sys.argv[1]))

@@ -227,13 +227,13 @@ SITECUSTOMIZE = textwrap.dedent('''
             if _kind == "abort_on_exit":  # the rank finishes, then dies tearing the process group down
                 import evo.train.distributed as _d
 
-                _leave = _d.leave
+                def end_rank(code):
+                    import torch.distributed as dist
 
-                def leave():
-                    _leave()
+                    dist.barrier()
                     os.abort()
 
-                _d.leave = leave
+                _d.end_rank = end_rank
             elif _kind == "raise":
                 _run = _t.Trainer.run_step
 
