@@ -14,9 +14,10 @@ stdout) to `rank<R>.log` in a temporary folder, ending with one marker line:
 When a rank fails, `run_training` raises `TrainError` with one line naming the
 rank that failed first and its last log line (a rank that only lost its peers
 in a collective is not the cause), and keeps the folder for the full logs.
-A rank that dies after its `evo-rank-done` (in process-group teardown) fails
-nothing: when every rank reported done and rank 0 wrote the summary, the run
-is complete whatever the launcher's exit code.
+A rank that dies after its `evo-rank-done` fails nothing (ranks end without
+teardown, `distributed.end_rank`, but a crash on the way out stays possible):
+when every rank reported done and rank 0 wrote the summary, the run is
+complete whatever the launcher's exit code.
 
 Ctrl-C asks the ranks to stop after the current step (a stop file every rank
 polls, so they stop together and checkpoint); a second Ctrl-C terminates them.
@@ -139,8 +140,8 @@ def _launch(recipe, out: Path, init_checkpoint, version, progress, nproc, launch
 
 def _finished(markers: dict, nproc: int, out: Path) -> bool:
     """Every rank reported its work done and rank 0 wrote the run's summary: the run is complete even when the
-    launcher exits non-zero, because a rank crashed while tearing the process group down after its last
-    collective (seen on CPU under gloo: "terminate called without an active exception", SIGABRT)."""
+    launcher exits non-zero, because a rank crashed on its way out after its last collective (seen on CPU under
+    gloo before `end_rank` skipped the teardown: "terminate called without an active exception", SIGABRT)."""
     return (len(markers) == nproc and all(kind == DONE for kind, _, _ in markers.values())
             and (out / "summary.json").exists())
 
