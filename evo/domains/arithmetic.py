@@ -32,7 +32,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from evo.domains.base import StepResult, Task
+from evo.domains.base import StepResult, Task, check_positive_ints
 from evo.errors import ConfigError
 
 STRATA = ("easy", "medium", "hard")
@@ -144,9 +144,7 @@ class ArithmeticEnv:
     stop = (TERMINATOR,)
 
     def __init__(self, seed: int = 0, n_train: int = 3000, n_validation: int = 90, strata=STRATA):
-        for key, value in (("n_train", n_train), ("n_validation", n_validation)):
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"recipe.yaml: domain.options.{key}: {value!r} must be a positive integer")
+        check_positive_ints(n_train=n_train, n_validation=n_validation)
         strata = tuple(strata)
         for s in strata:
             if s not in STRATA:

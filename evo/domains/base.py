@@ -61,3 +61,21 @@ class Environment(Protocol):
     def render_prompt(self, task: Task) -> str: ...
 
     def reset(self, task: Task) -> Episode: ...
+
+
+def check_positive_ints(**options: Any) -> None:
+    """Raise ConfigError for the first option that is not a whole number >= 1 (None: left to the domain).
+
+    YAML's `true` is a Python bool, which is an int; it is refused, not read as 1.
+    The value is quoted as the recipe spells it, so `max_turns: true` reads back as `true`.
+    """
+    from evo.errors import ConfigError
+
+    for key, value in options.items():
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            continue
+        import yaml
+
+        spelled = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+        raise ConfigError(f"recipe.yaml: domain.options.{key}: {spelled} is not a positive integer; "
+                          f"set it to a whole number such as 1 or more, or leave it out for the domain's default")

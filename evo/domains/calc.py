@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evo.domains import taskfiles
-from evo.domains.base import StepResult, Task
+from evo.domains.base import StepResult, Task, check_positive_ints
 from evo.domains.taskfiles import TaskFiles
 from evo.errors import ConfigError
 
@@ -285,9 +285,7 @@ class CalcEnv:
                  tool: bool = True, max_turns: int = 3, max_expr_chars: int = 40):
         if not isinstance(tool, bool):
             raise ConfigError(f"recipe.yaml: domain.options.tool: {tool!r} must be true or false")
-        for key, value in (("max_turns", max_turns), ("max_expr_chars", max_expr_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"recipe.yaml: domain.options.{key}: {value!r} must be a positive integer")
+        check_positive_ints(max_turns=max_turns, max_expr_chars=max_expr_chars)
         self.tool, self.max_turns, self.max_expr_chars = tool, max_turns, max_expr_chars
         self._files = TaskFiles("calc", train_file, validation_file, files, ("expr", "answer"), _task_fields)
 

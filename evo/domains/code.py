@@ -36,7 +36,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from evo.domains.base import StepResult, Task
+from evo.domains.base import StepResult, Task, check_positive_ints
 from evo.domains.codeblocks import fenced_blocks, last_python_block
 from evo.domains.sandbox import Sandbox, SandboxLimits, SandboxResult
 from evo.domains.taskfiles import TaskFiles
@@ -109,8 +109,7 @@ class CodeEnv:
                  stop_on_timeout: bool = True, workers: int = 2, prompt_template: str | None = None):
         if compare not in _COMPARE:
             raise ConfigError(f"recipe.yaml: domain.options.compare: {compare!r} is not one of {', '.join(_COMPARE)}")
-        if not isinstance(workers, int) or workers < 1:
-            raise ConfigError(f"recipe.yaml: domain.options.workers: {workers!r} must be a positive integer")
+        check_positive_ints(workers=workers)
         self.template = prompt_template or DEFAULT_TEMPLATE
         if "{prompt}" not in self.template:
             raise ConfigError("recipe.yaml: domain.options.prompt_template: must contain {prompt}")

@@ -40,7 +40,7 @@ from evo.domains.answers import (
     open_think,
     partial_credit,
 )
-from evo.domains.base import StepResult, Task
+from evo.domains.base import StepResult, Task, check_positive_ints
 from evo.domains.codeblocks import fenced_blocks, last_python_block, tool_call
 from evo.domains.sandbox import Sandbox, SandboxLimits
 from evo.domains.taskfiles import TaskFiles
@@ -166,8 +166,7 @@ class MathEnv:
             raise ConfigError(f"recipe.yaml: domain.options.extract: {extract!r} is not one of {', '.join(_EXTRACT_MODES)}")
         if verifier not in _VERIFIERS:
             raise ConfigError(f"recipe.yaml: domain.options.verifier: {verifier!r} is not one of {', '.join(_VERIFIERS)}")
-        if max_turns is not None and (not isinstance(max_turns, int) or max_turns < 1):
-            raise ConfigError(f"recipe.yaml: domain.options.max_turns: {max_turns!r} must be a positive integer")
+        check_positive_ints(max_turns=max_turns)
         if not isinstance(length_budget, int) or length_budget < 2:
             raise ConfigError(f"recipe.yaml: domain.options.length_budget: {length_budget!r} must be an integer >= 2")
         template = prompt_template or DEFAULT_TEMPLATE + (TOOL_HINT if code_interpreter else "")

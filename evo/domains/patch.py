@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evo.domains import taskfiles
-from evo.domains.base import StepResult, Task
+from evo.domains.base import StepResult, Task, check_positive_ints
 from evo.domains.taskfiles import TaskFiles
 from evo.errors import ConfigError
 
@@ -233,9 +233,7 @@ class PatchEnv:
 
     def __init__(self, train_file: str | None = None, validation_file: str | None = None, files: dict | None = None,
                  max_turns: int = 8, max_idle_turns: int = 3):
-        for key, value in (("max_turns", max_turns), ("max_idle_turns", max_idle_turns)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"recipe.yaml: domain.options.{key}: {value!r} must be a positive integer")
+        check_positive_ints(max_turns=max_turns, max_idle_turns=max_idle_turns)
         self.max_turns, self.max_idle_turns = max_turns, max_idle_turns
         self._files = TaskFiles("patch", train_file, validation_file, files, ("issue", "lines", "fixed"), _task_fields)
 

@@ -55,7 +55,7 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evo.domains.base import StepResult, Task
+from evo.domains.base import StepResult, Task, check_positive_ints
 from evo.domains.codeblocks import fenced_blocks
 from evo.domains.sandbox import Sandbox, SandboxLimits
 from evo.domains.swe_repo import (
@@ -341,10 +341,8 @@ class SweEnv:
                  files: dict | None = None, expose_git_history: bool = False, max_turns: int = 12,
                  max_idle_turns: int = 3, max_observation_chars: int = 3000, sandbox: dict | None = None,
                  prompt_template: str | None = None):
-        for key, value in (("max_turns", max_turns), ("max_idle_turns", max_idle_turns),
-                           ("max_observation_chars", max_observation_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"recipe.yaml: domain.options.{key}: {value!r} must be a positive integer")
+        check_positive_ints(max_turns=max_turns, max_idle_turns=max_idle_turns,
+                            max_observation_chars=max_observation_chars)
         self.expose_git_history = bool(expose_git_history)
         if self.expose_git_history and shutil.which("git") is None:
             raise ConfigError("recipe.yaml: domain.options.expose_git_history: needs the `git` program; install git or set it to false")

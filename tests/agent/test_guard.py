@@ -99,7 +99,7 @@ def test_rejects_an_invalid_recipe(settings, before):
     # options the domain itself refuses: caught here, not at the first training step
     msg = rejected(settings, before, ["recipe.yaml"], manifest(factor="domain.options"),
                    recipe_text(**{"domain.options": {"n_train": 0}}))
-    assert "the new recipe is invalid" in msg and "domain.options.n_train: 0 must be a positive integer" in msg
+    assert "the new recipe is invalid" in msg and "domain.options.n_train: 0 is not a positive integer" in msg
 
 
 def test_rejects_a_recipe_diff_beyond_the_declared_factor(settings, before):

@@ -189,9 +189,13 @@ def test_a_binary_skill_file_is_one_line_in_evo_validate(ws):
 
 
 @pytest.mark.parametrize("domain, changes, needle", [
-    ("calc", {"domain.options.max_turns": 0}, "domain.options.max_turns: 0 must be a positive integer"),
+    ("calc", {"domain.options.max_turns": 0}, "domain.options.max_turns: 0 is not a positive integer; set it to"),
+    # YAML's true is a Python bool, an int: refused as the recipe spells it, on every domain (math read it as 1)
+    ("calc", {"domain.options.max_turns": True}, "domain.options.max_turns: true is not a positive integer"),
+    ("math", {"domain.options.max_turns": True}, "domain.options.max_turns: true is not a positive integer"),
+    ("arithmetic", {"domain.options.n_train": True}, "domain.options.n_train: true is not a positive integer"),
     ("calc", {"domain.options.tool": "yes"}, "domain.options.tool: 'yes' must be true or false"),
-    ("patch", {"domain.options.max_idle_turns": -1}, "domain.options.max_idle_turns: -1 must be a positive integer"),
+    ("patch", {"domain.options.max_idle_turns": -1}, "domain.options.max_idle_turns: -1 is not a positive integer"),
     ("patch", {"domain.options.typo_turns": 3}, "domain.options.typo_turns: not an option of the patch domain; "
                                                 "use one of train_file, validation_file, files, max_turns, max_idle_turns"),
     # what else the trainer checked only when it started: components, filters, the evaluation split
@@ -225,5 +229,5 @@ def test_options_the_domain_refuses_are_one_line_in_evo_validate(ws, h):
     recipe["domain"]["options"] = {"n_train": 0}
     (ws / "recipe.yaml").write_text(dump_yaml(recipe))
     before = h.snapshot(ws)
-    assert_one_line(run_evo("validate", cwd=ws), "recipe.yaml: domain.options.n_train: 0 must be a positive integer")
+    assert_one_line(run_evo("validate", cwd=ws), "recipe.yaml: domain.options.n_train: 0 is not a positive integer")
     assert h.snapshot(ws) == before
