@@ -9,6 +9,7 @@ worktree never appears.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -26,6 +27,10 @@ pytest.importorskip("claude_agent_sdk")
 pytestmark = pytest.mark.skipif(not confine.available(), reason="the agent runs confined: bubblewrap cannot build a jail on this machine (make test installs it where it can)")
 
 FAKE_CLI = Path(__file__).with_name("fake_claude_cli.py")
+_spec = importlib.util.spec_from_file_location("fake_claude_cli", FAKE_CLI)
+_fake = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_fake)
+flag = _fake.flag  # reads an option as the CLI does, whichever way the SDK spelled it
 MANIFEST = {"kind": "policy", "factor": "rollout.max_new_tokens", "change": "rollout.max_new_tokens: 4 → 8",
             "hypothesis": "62% of responses truncate (behavior.truncation)", "evidence": ["behavior.truncation"],
             "predicted_effect": "truncation below 5%", "expected_cost": "x2 generation"}
@@ -113,10 +118,11 @@ def test_edits_the_worktree_records_usage_and_denies_forbidden_actions(fake_cli,
     start = entries()[0]
     assert Path(start["cwd"]).resolve() == repo_worktree.resolve()
     argv = start["argv"]
-    assert "--setting-sources=project" in argv
-    assert argv[argv.index("--max-turns") + 1] == "7"
-    assert argv[argv.index("--permission-mode") + 1] == "dontAsk"
-    assert argv[argv.index("--allowedTools") + 1] == "Read,Edit,Write,Glob,Grep,Bash"
+    # the SDK spells a valued option `--flag value` or (0.2.19x) `--flag=value`; the CLI accepts both
+    assert flag(argv, "--setting-sources") == "project"
+    assert flag(argv, "--max-turns") == "7"
+    assert flag(argv, "--permission-mode") == "dontAsk"
+    assert flag(argv, "--allowedTools") == "Read,Edit,Write,Glob,Grep,Bash"
     prompt = next(e for e in entries() if e["kind"] == "prompt")["text"]
     assert "behavior/truncated_frac = 0.62" in prompt and ".evo/manifest.json" in prompt
     # and the orchestrator's guard accepts what the agent left behind
