@@ -264,8 +264,9 @@ def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
     A version's own run with its seed replicates; the seeds of each control
     schedule of a parent. Sets of one run are returned too (they carry no
     spread; `stats.seed_noise` skips them). Each training counts once: a
-    continue-training version's runs are its parent's control runs, and a
+    continue-training version's runs are its parent's control runs, a
     control an ancestor already trained (`shared_from`) is that ancestor's run,
+    and so is a version's run reused from an earlier version's (`shared_from`),
     so a training met twice stays in the largest set that holds it (counted in
     two sets it would narrow the floor with a spread it measured once).
     """
@@ -276,10 +277,11 @@ def replicate_sets(records: dict) -> list[list[tuple[float, dict]]]:
         evaluated = rec.last("evaluated")
         replicas = replicate_events(rec)
         if evaluated and replicas:
-            seed = int((rec.last("trained") or {}).get("seed") or 0)
-            own = [(_training_of(rec, seed, rec.name, trainings), float(evaluated["avg_at_k"]),
-                    evaluated.get("per_stratum") or {})]
-            sets.append(own + [(_training_of(rec, s, ev["run"], trainings), float(ev["avg_at_k"]),
+            trained = rec.last("trained") or {}
+            seed = int(trained.get("seed") or 0)
+            own = [(trained.get("shared_from") or _training_of(rec, seed, rec.name, trainings),
+                    float(evaluated["avg_at_k"]), evaluated.get("per_stratum") or {})]
+            sets.append(own + [(ev.get("shared_from") or _training_of(rec, s, ev["run"], trainings), float(ev["avg_at_k"]),
                                 ev.get("per_stratum") or {}) for s, ev in sorted(replicas.items())])
         by_schedule: dict[int, list] = {}
         for ev in control_events(rec).values():

@@ -235,7 +235,7 @@ class StepRunner(StepContext):
     def _gate_run_judge(self, journal: Journal, version: str, plan: Plan, *, parent: str | None,
                         parent_recipe: dict | None = None) -> dict:
         """gate -> control -> run (-> replicates) -> evaluate -> judge, shared by the bootstrap and a transition."""
-        estimate = training.estimate(self, plan, parent, parent_recipe).as_dict()
+        estimate = training.estimate(self, plan, parent, parent_recipe, version).as_dict()
         if not journal.is_done("gate") and not training.gate(self, journal, version, estimate):
             return {"status": "awaiting-approval", "estimate": estimate}
         if plan.control or plan.kind == "continue":

@@ -29,12 +29,15 @@ from evo.train.schedule import rate_ignores_length
 from evo.vocabulary import event_id
 
 
-def estimate(ws, plan: Plan, parent: str | None, parent_recipe: dict | None) -> gating.CostEstimate:
-    """Every run this step trains: the version under each seed, the missing control runs (less those an
-    ancestor's control already trained, and the steps of a shorter one they extend), calibration."""
+def estimate(ws, plan: Plan, parent: str | None, parent_recipe: dict | None,
+             version: str | None = None) -> gating.CostEstimate:
+    """Every run this step trains: the version under each seed (less those an earlier version already trained,
+    `shared_run`), the missing control runs (less those an ancestor's control already trained, and the steps of
+    a shorter one they extend), calibration. `version`: the candidate, once committed (a dry run has none)."""
     runs = []
     if plan.trains:
-        runs += [plan.recipe] * (len(plan.seeds) + len(plan.calibration))
+        reused = sum(1 for seed in plan.seeds if shared_run(ws, version, plan, parent, seed, verify=False) is not None)
+        runs += [plan.recipe] * (len(plan.seeds) + len(plan.calibration) - reused)
     if plan.control or plan.kind == "continue":
         records = ws.lineage.read_all()
         have = R.control_events(records.get(parent))
@@ -366,11 +369,75 @@ def _workspace_rubric(recipe: dict) -> str | None:
     return judge["rubric"] if judge and not Path(judge["rubric"]).expanduser().is_absolute() else None
 
 
+def shared_run(ws, version: str | None, plan: Plan, parent: str | None, seed: int, *,
+               verify: bool = True) -> tuple[str, str, Path] | None:
+    """(earlier version, the run folder that trained it, its run folder under `seed`) whose run under `seed` is exactly the training this
+    policy version would do under `seed`, or None.
+
+    The heuristic re-tests an inconclusive intervention under a harness
+    revision (the same policy change with `eval.k` doubled); an agent may
+    propose a change a sibling already made, or make it below a harness-only
+    revision. Same start policy (the parent's, or a repair's ancestor's or the
+    base model; a harness-only revision's is its parent's), same place in the
+    prompt schedule, same seed,
+    and a recipe equal outside `eval` (the same rubric where a model judge reads
+    one): training is deterministic, so the earlier run is this run (measured
+    on calc: a re-test retrained bit for bit the weights of its first test,
+    20 steps spent twice). Only its evaluation may differ, so the clone is
+    evaluated again. A run whose recorded files changed is never reused
+    (`verify`; the cost estimate skips the hashing, the phase that clones does
+    it), nor one that started with a fresh optimizer (`trains_as_now`).
+    """
+    if plan.kind != "policy" or parent is None or (version is None and _workspace_rubric(plan.recipe)):
+        return None  # (a dry run's candidate has no branch to read its rubric from)
+    records = ws.lineage.read_all()
+
+    def policy(name: str) -> str:  # the version whose checkpoint `name`'s policy is (past harness-only revisions)
+        return name if name == V.BASE else V.policy_source(records, name)[-1]
+
+    start = policy(plan.start or parent)
+    offset = V.schedule_end(records, start)  # where `train` starts the run's prompt schedule
+    root = artifact_root(ws.root, ws.settings)
+    for rec in sorted(records.values(), key=lambda r: r.number):
+        trained = (rec.last("trained") or {}) if rec.name != version else {}
+        if (not trained or trained.get("from_control") or policy(trained.get("start") or V.BASE) != start
+                or int((trained.get("schedule") or {}).get("offset") or 0) != offset):
+            continue
+        if int(trained.get("seed", -1)) == int(seed):
+            folder = artifact_dir(ws.root, ws.settings, rec.name)
+            origin = trained.get("shared_from") or str(folder.relative_to(root))
+        elif int(seed) in R.replicate_events(rec):
+            event = R.replicate_events(rec)[int(seed)]
+            folder, origin = root / event["run"], event.get("shared_from") or event["run"]
+        else:
+            continue
+        if not R.is_finished(folder) or not trains_as_now(folder):
+            continue
+        if not _trains_alike(ws, version, plan.recipe, rec.name, V.recipe_of(ws.lineage, rec.name)):
+            continue
+        if verify and R.verify_runs(ws.root, ws.settings, records, [folder], names=None):
+            continue  # its evidence changed since it was recorded: train afresh
+        return rec.name, origin, folder
+    return None
+
+
+def _reuse(ws, version: str, plan: Plan, shared: tuple[str, str, Path], out: Path) -> None:
+    """Make `out` the earlier run `shared` names, evaluated as `version` measures."""
+    from evo.train.evaluate import evaluate
+
+    source, origin, folder = shared
+    ws.say(f"{version}: the same training as {source}'s run {origin} (same start, schedule, seed and recipe "
+           "outside eval): reused, evaluated again")
+    R.clone_run(folder, out)
+    evaluate(out / "checkpoint", plan.recipe, out)
+
+
 def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | None = None) -> dict:
     out = artifact_dir(ws.root, ws.settings, version)
     if plan.kind == "harness":
         V.write_link(ws.root, ws.settings, version, parent)
         return {"checkpoint": V.checkpoint_of(ws.root, ws.settings, parent), "trained": False}
+    shared = None
     if plan.kind == "continue":  # the continuation is the control's run: reuse it, train nothing
         steps = plan.control_steps
         sources = [R.control_dir(ws.root, ws.settings, parent, R.control_key(steps, s)) for s in plan.seeds]
@@ -388,18 +455,23 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
         if plan.start:
             ws.say(f"{version} trains from {plan.start}'s policy, not {parent}'s: the last on its path trained without "
                    "the setting it undoes, or that its own training did not harm (`evo.loop.training.repair_start`)")
-        summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source, parent), version,
-                        source)
+        shared = shared_run(ws, version, plan, parent, plan.seeds[0])
+        if shared is not None:
+            _reuse(ws, version, plan, shared, out)
+        else:
+            summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source, parent), version,
+                            source)
+        summary = json.loads((out / "summary.json").read_text())
         from_control = None
     trained = {
         "id": event_id(version, "trained"), "event": "trained", "version": version,
         "start": plan.start or parent or V.BASE,
         "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
-        "from_control": from_control,
+        "from_control": from_control, "shared_from": shared[1] if shared else None,
         "schedule": {"offset": int(summary.get("step_offset") or 0), "steps": int(summary.get("steps") or 0)},
-        # what this event trained: nothing for a continuation that reuses its control's run
-        "estimate": {} if from_control else gating.estimate(plan.recipe, ws.config.gate).as_dict(),
-        "grpo_steps": 0 if from_control else int(plan.recipe["grpo"]["steps"]),
+        # what this event trained: nothing for a continuation that reuses its control's run, or a run reused whole
+        "estimate": {} if from_control or shared else gating.estimate(plan.recipe, ws.config.gate).as_dict(),
+        "grpo_steps": 0 if from_control or shared else int(plan.recipe["grpo"]["steps"]),
     }
     if parent is None:  # the baseline: the base model's evaluation it is judged against, hashed too
         trained["baseline_artifacts"] = R.artifact_list(artifact_dir(ws.root, ws.settings, V.BASE))
@@ -419,7 +491,10 @@ def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
             continue
         out = R.replicate_dir(ws.root, ws.settings, version, seed)
         recipe = R.with_seed(plan.recipe, seed)
-        if plan.kind != "continue":
+        shared = shared_run(ws, version, plan, parent, seed) if plan.kind == "policy" else None
+        if shared is not None:
+            _reuse(ws, version, plan, shared, out)
+        elif plan.kind != "continue":
             ws.say(f"replicate: {version} under seed {seed}")
             train(ws, recipe, out, init, version, source)
         ev = R.eval_summary(out)
@@ -427,9 +502,9 @@ def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
             "id": event_id(version, "replicated", f"seed-{seed}"), "event": "replicated", "version": version,
             "seed": seed, "run": str(out.relative_to(artifact_root(ws.root, ws.settings))),
             "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"], "per_stratum": ev.get("per_stratum", {}),
-            "estimate": {} if plan.kind == "continue" else gating.estimate(recipe, ws.config.gate).as_dict(),
-            "grpo_steps": 0 if plan.kind == "continue" else int(recipe["grpo"]["steps"]),
-            "calibration": seed in plan.calibration,
+            "estimate": {} if plan.kind == "continue" or shared else gating.estimate(recipe, ws.config.gate).as_dict(),
+            "grpo_steps": 0 if plan.kind == "continue" or shared else int(recipe["grpo"]["steps"]),
+            "calibration": seed in plan.calibration, "shared_from": shared[1] if shared else None,
         })
     return {"seeds": plan.seeds[1:] + plan.calibration}
 

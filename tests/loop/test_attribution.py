@@ -139,12 +139,29 @@ def test_siblings_share_one_control(noop_ws):
     assert _judged(noop_ws, "v1")["noise"]["runs"] == 4
 
 
-def test_a_harness_revision_shares_its_parents_control_run(noop_ws, tmp_path):
+def test_a_harness_revision_shares_its_parents_control_run_and_a_siblings_run(noop_ws, tmp_path):
     """Below a harness-only revision the policy, the prompt schedule and the training recipe are the parent's:
     a candidate's control there is the parent's control run (re-evaluated under the new eval.k), never trained
-    again, and it counts no GRPO steps."""
+    again, and it counts no GRPO steps. The candidate v4 makes v1's change again (the heuristic's re-test of
+    an inconclusive change under more samples): the same start policy, schedule, seed and recipe outside
+    `eval` are the same training, so v1's run is cloned and evaluated under v4's eval.k, not trained again;
+    v2, whose recipe trains differently, trained its own."""
     root, out, spent_before = _noop_below_a_harness_revision(noop_ws, tmp_path)
-    assert "the same training" in out, out
+    assert "control: v3's recipe continued for 10 steps (seed 0): the run of v0's control" in out, out
+    assert "v4: the same training as v1's run v1" in out, out
+    v4_trained = _trained(root, "v4")
+    assert v4_trained["shared_from"] == "v1" and v4_trained["grpo_steps"] == 0 and v4_trained["estimate"] == {}
+    assert _trained(root, "v2")["shared_from"] is None and _trained(root, "v2")["grpo_steps"] == 10
+    gated = next(e for e in evo_json("show", "-C", root, "v4")["events"] if e["event"] == "gated")
+    assert gated["estimate"]["tokens_trained"] == 0, "the gate's estimate counts no training for a reused run"
+    art = root / ".evo/artifacts"
+    assert (art / "v4/checkpoint/model.safetensors").read_bytes() == (art / "v1/checkpoint/model.safetensors").read_bytes()
+    from evo.lineage import Lineage
+    from evo.loop.versions import recipe_of
+
+    v4_k, v1_k = (recipe_of(Lineage.open(root), v)["eval"]["k"] for v in ("v4", "v1"))
+    assert v4_k > v1_k and json.loads((art / "v4/eval.json").read_text())["k"] == v4_k  # evaluated as v4 measures
+    assert json.loads((art / "v1/eval.json").read_text())["k"] == v1_k  # v1's evidence left as it was
     v4 = evo_json("show", "-C", root, "v4")
     assert v4["parents"] == ["v3"] and _judged(root, "v4")["attributed"]["control"] == "steps10-seed0"
     control = next(e for e in evo_json("show", "-C", root, "v3")["events"] if e["event"] == "control")
@@ -154,14 +171,11 @@ def test_a_harness_revision_shares_its_parents_control_run(noop_ws, tmp_path):
     shared, original = root / ".evo/artifacts/controls/v3/steps10-seed0", root / ".evo/artifacts/controls/v0/steps10-seed0"
     weights = "checkpoint/model.safetensors"
     assert (shared / weights).read_bytes() == (original / weights).read_bytes()
-    from evo.lineage import Lineage
-    from evo.loop.versions import recipe_of
-
     revised_k = recipe_of(Lineage.open(root), "v3")["eval"]["k"]
     assert revised_k > 8 and json.loads((shared / "eval.json").read_text())["k"] == revised_k  # the revision's eval.k
     assert json.loads((original / "eval.json").read_text())["k"] == 8  # the original run is left as it was
-    assert _spent_steps(root) == spent_before + 10  # the candidate's steps only
-    evo("fsck", "-C", root)  # the shared run's artifacts are hashed like any control's
+    assert _spent_steps(root) == spent_before  # nothing trained: the control and the run are both reused
+    evo("fsck", "-C", root)  # the shared runs' artifacts are hashed like any control's
 
 
 # An unconfined agent (agent.sandbox.confine: false) that, besides its no-op edit, overwrites the weights of the

@@ -72,3 +72,18 @@ def test_a_share_of_a_share_is_counted_once():
                    *[_control(k, f"controls/v6/{k}", a, shared_from=f"controls/v2/{k}") for k, a in pair]),
     }
     assert stats.seed_noise(replicate_sets(records)).df == 1
+
+
+def test_a_version_run_reused_from_an_earlier_version_counts_once():
+    """v6 makes v2's change again under train_seeds 2 (a re-test under more evaluation samples): both its runs
+    are v2's runs reused (`shared_from`), so the set it forms is the set v2 already holds, counted once."""
+    records = _records()
+    records["v2"].events.append({"event": "replicated", "seed": 1, "run": "v2/replicates/seed-1", "avg_at_k": 0.70})
+    records["v6"] = _rec("v6", ["v0"], {"event": "trained", "seed": 0, "shared_from": "v2"},
+                         {"event": "evaluated", "avg_at_k": 0.75},
+                         {"event": "replicated", "seed": 1, "run": "v6/replicates/seed-1", "avg_at_k": 0.71,
+                          "shared_from": "v2/replicates/seed-1"})
+    sets = sorted(sorted(v for v, _ in s) for s in replicate_sets(records) if len(s) >= 2)
+    assert [0.70, 0.74] in sets or [0.71, 0.75] in sets
+    assert not ([0.70, 0.74] in sets and [0.71, 0.75] in sets), sets
+    assert stats.seed_noise(replicate_sets(records)).runs == 8  # v0's four, v2's two, the continuation's two
