@@ -11,7 +11,11 @@ Three kinds, each a single factor:
   metric sits just under its `THRESHOLD` (at least half of it) gets the
   threshold halved, so the near miss becomes a finding the next diagnosis cites;
 - **re-run with more samples**: double `eval.k` (at most 64) so the next paired
-  comparison has a narrower interval.
+  comparison has a narrower interval; only when that could settle it: more
+  samples shrink the task-sampling part of the interval (`boot_ci_*`), never the
+  seed noise floor, so where even the sampling part at 1/sqrt(2) leaves the
+  same Δ inside the interval, the revision would spend a version measuring
+  nothing (seen on calc: ±0.20 of which ±0.05 sampling, twice in one run).
 
 Order by the last outcome: `insufficient` → more samples, install, threshold;
 `mixed` → install, threshold, more samples; otherwise (no trigger fired) →
@@ -38,16 +42,38 @@ def _outcome_evidence(ctx) -> dict:
     return {f"{metric}:{k}": h[k] for k in ("delta", "ci_low", "ci_high", "p_value") if isinstance(h.get(k), (int, float))}
 
 
-def _more_samples(ctx, raw, current, text, block, outcome) -> Candidate | None:
+def _narrowed(headline: dict) -> tuple[float, float] | None:
+    """The last interval's (low, high) once the task-sampling part of each side is 1/sqrt(2) as wide (eval.k doubled,
+    the best case: which tasks were drawn does not change with k) and the seed part stays; None without the parts."""
+    keys = ("delta", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high")
+    if not all(isinstance(headline.get(key), (int, float)) for key in keys):
+        return None
+    d = float(headline["delta"])
+
+    def side(total: float, boot: float) -> float:
+        seed_sq = max(total * total - boot * boot, 0.0)  # the judge adds the seed term in quadrature (stats.widen)
+        return (boot * boot / 2 + seed_sq) ** 0.5
+
+    return (d - side(d - headline["ci_low"], d - headline["boot_ci_low"]),
+            d + side(headline["ci_high"] - d, headline["boot_ci_high"] - d))
+
+
+def _more_samples(ctx, raw, current, text, block, outcome, notes: list[str]) -> Candidate | None:
     k = get_path(current, "eval.k", 8)
     if k >= MAX_EVAL_K:
+        return None
+    h = (ctx.last_outcome or {}).get("headline") or {}
+    narrowed = _narrowed(h)
+    if narrowed is not None and narrowed[0] <= 0 <= narrowed[1]:
+        notes.append(f"not doubling eval.k: Δ {h['delta']:+.3g} [{h['ci_low']:+.3g}, {h['ci_high']:+.3g}] would at best "
+                     f"narrow to [{narrowed[0]:+.3g}, {narrowed[1]:+.3g}], still spanning 0: the seed noise, not the "
+                     "task sampling, makes it inconclusive")
         return None
     new_raw = apply_patch(raw, current, [{"path": "eval.k", "op": "scale", "value": 2, "max": MAX_EVAL_K}])
     new = recipe_view(new_raw)
     change = format_change(leaf_diff(current, new))
     if block.why_blocked("eval.k", change):
         return None
-    h = (ctx.last_outcome or {}).get("headline") or {}
     interval = (f"its interval [{h['ci_low']:+.3g}, {h['ci_high']:+.3g}] " if h.get("ci_low") is not None and h.get("ci_high") is not None
                 else "its interval ")
     manifest = {
@@ -56,7 +82,9 @@ def _more_samples(ctx, raw, current, text, block, outcome) -> Candidate | None:
                        f"explains why. With k={k} samples per task the per-task Avg@k is noisy; doubling k halves its "
                        "sampling variance, so the next paired comparison can tell a real effect from noise."),
         "evidence": {"findings": [], "metrics": _outcome_evidence(ctx)},
-        "predicted_effect": "the next bootstrap interval is about 1/sqrt(2) as wide for the sampling part of the noise; the outcome becomes improvement or regression if the effect is real",
+        "predicted_effect": "the next bootstrap interval is about 1/sqrt(2) as wide for the sampling part of the noise"
+                            + (f" (the last one at best [{narrowed[0]:+.3g}, {narrowed[1]:+.3g}])" if narrowed else "")
+                            + "; the outcome becomes improvement or regression if the effect is real",
         "expected_cost": expected_cost(current, new),
     }
     return Candidate(manifest, {"recipe.yaml": recipe_text(new_raw, text)}, 0.0, f"re-run with more samples (eval.k {k} → {new['eval']['k']})")
@@ -146,7 +174,7 @@ def harness_revision(ctx, raw: dict, current: dict, text: str, skills, missing: 
     worktree = Path(ctx.worktree)
 
     def more():
-        return [c] if (c := _more_samples(ctx, raw, current, text, block, outcome)) else []
+        return [c] if (c := _more_samples(ctx, raw, current, text, block, outcome, notes)) else []
 
     def installs():
         return _installs(ctx, skills, missing, block, worktree, outcome)

@@ -278,6 +278,24 @@ def test_insufficient_outcome_triggers_a_harness_revision_first(kit, make_ctx, w
     assert second.manifest["kind"] == "policy" and second.manifest["factor"] == "rollout.max_new_tokens"
     assert load_recipe(worktree / "recipe.yaml")["eval"]["k"] == 16  # the revision stays, the policy change adds to it
 
+def test_more_samples_are_not_drawn_when_the_seed_noise_makes_the_verdict_inconclusive(kit, make_ctx, worktree,
+                                                                                        settings):
+    # calc, v1 of a real loop: ±0.20 of which ±0.05 task sampling; doubling k leaves it at ±0.19
+    seedy = {"metric": "score/avg_at_k", "value": 0.507, "delta": 0.010, "ci_low": -0.189, "ci_high": 0.209,
+             "boot_ci_low": -0.044, "boot_ci_high": 0.065, "noise_floor": 0.192}
+    agent = get_agent(settings)
+    proposal = agent.propose(make_ctx(kit.diagnosis(TRUNCATED), last_outcome={"version": "v1", "outcome": "insufficient",
+                                                                              "headline": seedy}))
+    assert proposal is None or proposal.manifest["factor"] != "eval.k"
+    assert any("not doubling eval.k" in n and "seed noise" in n for n in agent.last_notes), agent.last_notes
+
+    # The same Δ where task sampling is most of the width: doubling k can separate it, so it is proposed.
+    sampling = dict(seedy, delta=0.05, ci_low=-0.01, ci_high=0.11, boot_ci_low=-0.008, boot_ci_high=0.108,
+                    noise_floor=0.02)
+    revised = _propose(settings, make_ctx(kit.diagnosis(TRUNCATED), last_outcome={"version": "v1", "outcome": "insufficient",
+                                                                                  "headline": sampling}))
+    assert revised.manifest["factor"] == "eval.k" and "at best [" in revised.manifest["predicted_effect"]
+
 
 def test_mixed_outcome_installs_an_analyzer_that_can_explain_it(kit, make_ctx, worktree, settings):
     last = {"version": "v1", "outcome": "mixed", "headline": {"metric": "score/avg_at_k", "delta": 0.02}}
