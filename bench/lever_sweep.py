@@ -23,7 +23,6 @@ above 0): a lever worth more than doubling the steps. Ends with one JSON line.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import shutil
@@ -37,8 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def levers(raw: dict) -> tuple[dict[str, dict], dict[str, str]]:
     """name -> the recipe a policy skill's patch makes of `raw`; name -> why a skill was left out."""
-    from evo.agent.conditions import apply_patch, check_requirement, recipe_view
-    from evo.agent.recipe_diff import leaf_diff
+    from evo.agent.conditions import check_requirement, patched, recipe_view
     from evo.agent.skills import load_skills
     from evo.errors import EvoError
 
@@ -55,8 +53,7 @@ def levers(raw: dict) -> tuple[dict[str, dict], dict[str, str]]:
             skipped[skill.name] = "the recipe does not meet its requirements"
             continue
         try:
-            new_raw = apply_patch(raw, current, skill.patch, source=f"skill {skill.name}")
-            diff = leaf_diff(current, recipe_view(new_raw))
+            new_raw, _, diff = patched(raw, current, skill.patch, source=f"skill {skill.name}")
         except EvoError as exc:
             skipped[skill.name] = str(exc).split(": ", 1)[-1]
             continue
@@ -73,10 +70,10 @@ def _train(job: tuple[str, dict, int, int, str]) -> tuple[str, int, float]:
     import torch
 
     torch.set_num_threads(1)
+    from evo.loop.runs import with_seed
     from evo.train.run import train_recipe
 
-    recipe = copy.deepcopy(raw)
-    recipe["seed"] = seed
+    recipe = with_seed(raw, seed)
     recipe["grpo"] = dict(recipe["grpo"], steps=steps)
     train_recipe(recipe, Path(out), progress=False)
     return name, seed, float(json.loads((Path(out) / "eval.json").read_text())["avg_at_k"])
@@ -84,12 +81,11 @@ def _train(job: tuple[str, dict, int, int, str]) -> tuple[str, int, float]:
 
 def paired(a: list[float], b: list[float]) -> dict:
     """Mean of a - b over seeds, with its 95% t-interval."""
-    import numpy as np
-    from scipy import stats
+    from evo.harness.stats import seed_paired_t
 
-    d = np.asarray(a) - np.asarray(b)
-    half = float(stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("inf")
-    return {"delta": float(d.mean()), "ci_low": float(d.mean()) - half, "ci_high": float(d.mean()) + half}
+    delta, half = seed_paired_t(a, b)
+    half = float("inf") if half is None else half
+    return {"delta": delta, "ci_low": delta - half, "ci_high": delta + half}
 
 
 def main() -> None:

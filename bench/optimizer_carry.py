@@ -44,8 +44,8 @@ def main() -> None:
 
 def report(args, work: Path) -> None:
     import numpy as np
-    from scipy.stats import t as student_t
 
+    from evo.harness.stats import seed_paired_t
     from evo.loop.runs import with_seed
     from evo.recipe import load_recipe
     from evo.train.checkpoint import STATE_JSON, STATE_TENSORS
@@ -65,17 +65,16 @@ def report(args, work: Path) -> None:
 
     adopted = [continued(parent.checkpoint_dir, s, "adopted") for s in range(args.seeds)]
     fresh = [continued(weights_only, s, "fresh") for s in range(args.seeds)]
-    diff = np.array(adopted) - np.array(fresh)  # (seeds,)
-    half = float(student_t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else None
+    delta, half = seed_paired_t(adopted, fresh)
     v0 = float(parent.summary["eval"]["avg_at_k"])
     print(f"{recipe['name']}: v0 {v0:.3f}; {steps} more steps under {args.seeds} seeds: "
           f"adopted moments {np.mean(adopted):.3f}, fresh optimizer {np.mean(fresh):.3f}; "
-          f"paired difference {diff.mean():+.3f}" + (f" ± {half:.3f}" if half is not None else ""))
+          f"paired difference {delta:+.3f}" + (f" ± {half:.3f}" if half is not None else ""))
     print(json.dumps({"bench": "optimizer_carry", "recipe": recipe["name"], "runs": str(args.dir) if args.dir else None, "steps": steps,
                       "v0_avg_at_k": v0, "adopted": adopted, "fresh": fresh,
                       "adopted_mean": float(np.mean(adopted)), "fresh_mean": float(np.mean(fresh)),
-                      "paired_delta": float(diff.mean()), "paired_half_width_95": half,
-                      "goal": "adopted mean > fresh mean", "met": bool(diff.mean() > 0)}))
+                      "paired_delta": delta, "paired_half_width_95": half,
+                      "goal": "adopted mean > fresh mean", "met": bool(delta > 0)}))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import Any
 
 from evo.domains import with_option_defaults
 from evo.errors import AgentError
-from evo.recipe import get_path, normalize_recipe, set_path
+from evo.recipe import get_path, leaf_diff, normalize_recipe, set_path
 
 _COMPARE = {
     ">": lambda a, b: a > b,
@@ -202,3 +202,14 @@ def term_added(before: dict, after: dict, pattern: dict) -> bool:
     had = any(_term_matches(t, pattern) for t in get_path(before, "reward.terms", []) or [])
     has = any(_term_matches(t, pattern) for t in get_path(after, "reward.terms", []) or [])
     return has and not had
+
+
+def patched(raw: dict, current: dict, patch: list[dict], *, source: str,
+            metrics: dict | None = None) -> tuple[dict, dict, dict]:
+    """(raw recipe with `patch` applied, its view, its leaf diff from `current`): what a skill's patch makes of a recipe.
+
+    Raises AgentError / ConfigError when the patch cannot apply or its result is not a valid recipe.
+    """
+    new_raw = apply_patch(raw, current, patch, source=source, metrics=metrics)
+    new = recipe_view(new_raw, source=f"recipe.yaml patched by {source}")
+    return new_raw, new, leaf_diff(current, new)

@@ -46,10 +46,10 @@ from pathlib import Path
 
 from evo.agent.base import AgentContext, Proposal, zero_usage
 from evo.agent.candidate import SEVERITY_WEIGHT, Blocklist, Candidate, evidence_text, expected_cost, recipe_text
-from evo.agent.conditions import apply_patch, check_requirement, eval_triggers, recipe_view
+from evo.agent.conditions import check_requirement, eval_triggers, patched, recipe_view
 from evo.agent.guard import CONTINUE
 from evo.agent.manifest import clear_manifest, normalize_manifest, write_manifest
-from evo.agent.recipe_diff import common_factor, covers, format_change, leaf_diff
+from evo.agent.recipe_diff import common_factor, covers, format_change
 from evo.agent.revisions import harness_revision
 from evo.agent.skills import Skill, load_skills
 from evo.errors import AgentError, ConfigError
@@ -82,12 +82,10 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
         notes.append(f"{skill.name}: triggers hold but the recipe does not meet its requirements")
         return None
     try:
-        new_raw = apply_patch(raw, current, skill.patch, source=f"skill {skill.name}", metrics=metrics)
-        new = recipe_view(new_raw, source=f"recipe.yaml patched by {skill.name}")
+        new_raw, new, diff = patched(raw, current, skill.patch, source=f"skill {skill.name}", metrics=metrics)
     except (AgentError, ConfigError) as exc:
         notes.append(f"{skill.name}: patch skipped ({exc})")
         return None
-    diff = leaf_diff(current, new)
     if not diff:
         notes.append(f"{skill.name}: already applied (the patch changes nothing)")
         return None

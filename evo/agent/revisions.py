@@ -44,7 +44,10 @@ def _outcome_evidence(ctx) -> dict:
 
 def _narrowed(headline: dict) -> tuple[float, float] | None:
     """The last interval's (low, high) once the task-sampling part of each side is 1/sqrt(2) as wide (eval.k doubled,
-    the best case: which tasks were drawn does not change with k) and the seed part stays; None without the parts."""
+    the best case: which tasks were drawn does not change with k) and the seed part stays; None without the parts.
+
+    This re-derives the judge's quadrature sum rather than calling `evo.harness.stats.widen`: the agent layer reads
+    only the outcome the harness wrote, never the harness's code (agent and harness are independent layers)."""
     keys = ("delta", "ci_low", "ci_high", "boot_ci_low", "boot_ci_high")
     if not all(isinstance(headline.get(key), (int, float)) for key in keys):
         return None

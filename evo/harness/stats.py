@@ -202,6 +202,19 @@ def wilcoxon_p(child: np.ndarray, parent: np.ndarray) -> float:
         return 1.0
 
 
+def seed_paired_t(child: list[float], parent: list[float], *, confidence: float = CONFIDENCE) -> tuple[float, float | None]:
+    """Mean of child - parent over training seeds (paired by seed) and its Student-t half-width (None under 2 seeds).
+
+    For benches that train both arms under the same few seeds: the seeds, not the tasks, are the samples.
+    """
+    from scipy.stats import t as student_t
+
+    d = np.asarray(child, dtype=float) - np.asarray(parent, dtype=float)
+    if len(d) < 2:
+        return float(d.mean()), None
+    return float(d.mean()), float(student_t.ppf(0.5 + confidence / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+
+
 def z_value(confidence: float) -> float:
     """The two-sided normal quantile of `confidence` (1.96 at 0.95)."""
     from scipy.stats import norm

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from evo.domains import with_option_defaults
 from evo.errors import WorkspaceError
@@ -369,10 +370,17 @@ def _workspace_rubric(recipe: dict) -> str | None:
     return judge["rubric"] if judge and not Path(judge["rubric"]).expanduser().is_absolute() else None
 
 
+class SharedRun(NamedTuple):
+    """An earlier run that is exactly the training a policy version would do (`shared_run`)."""
+
+    source: str  # the earlier version
+    origin: str  # the run folder (under the artifact root) that trained it: the first, where it was itself reused
+    folder: Path  # that version's run folder under the seed
+
+
 def shared_run(ws, version: str | None, plan: Plan, parent: str | None, seed: int, *,
-               verify: bool = True) -> tuple[str, str, Path] | None:
-    """(earlier version, the run folder that trained it, its run folder under `seed`) whose run under `seed` is exactly the training this
-    policy version would do under `seed`, or None.
+               verify: bool = True) -> SharedRun | None:
+    """The earlier run under `seed` that is exactly the training this policy version would do under `seed`, or None.
 
     The heuristic re-tests an inconclusive intervention under a harness
     revision (the same policy change with `eval.k` doubled); an agent may
@@ -403,11 +411,12 @@ def shared_run(ws, version: str | None, plan: Plan, parent: str | None, seed: in
         if (not trained or trained.get("from_control") or policy(trained.get("start") or V.BASE) != start
                 or int((trained.get("schedule") or {}).get("offset") or 0) != offset):
             continue
+        replicated = R.replicate_events(rec)
         if int(trained.get("seed", -1)) == int(seed):
             folder = artifact_dir(ws.root, ws.settings, rec.name)
             origin = trained.get("shared_from") or str(folder.relative_to(root))
-        elif int(seed) in R.replicate_events(rec):
-            event = R.replicate_events(rec)[int(seed)]
+        elif int(seed) in replicated:
+            event = replicated[int(seed)]
             folder, origin = root / event["run"], event.get("shared_from") or event["run"]
         else:
             continue
@@ -417,11 +426,11 @@ def shared_run(ws, version: str | None, plan: Plan, parent: str | None, seed: in
             continue
         if verify and R.verify_runs(ws.root, ws.settings, records, [folder], names=None):
             continue  # its evidence changed since it was recorded: train afresh
-        return rec.name, origin, folder
+        return SharedRun(rec.name, origin, folder)
     return None
 
 
-def _reuse(ws, version: str, plan: Plan, shared: tuple[str, str, Path], out: Path) -> None:
+def _reuse(ws, version: str, plan: Plan, shared: SharedRun, out: Path) -> None:
     """Make `out` the earlier run `shared` names, evaluated as `version` measures."""
     from evo.train.evaluate import evaluate
 
@@ -458,16 +467,16 @@ def run(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict | 
         shared = shared_run(ws, version, plan, parent, plan.seeds[0])
         if shared is not None:
             _reuse(ws, version, plan, shared, out)
+            summary = json.loads((out / "summary.json").read_text())
         else:
             summary = train(ws, R.with_seed(plan.recipe, plan.seeds[0]), out, _init_of(ws, source, parent), version,
                             source)
-        summary = json.loads((out / "summary.json").read_text())
         from_control = None
     trained = {
         "id": event_id(version, "trained"), "event": "trained", "version": version,
         "start": plan.start or parent or V.BASE,
         "artifacts": R.artifact_list(out), "metrics": summary.get("final", {}), "seed": plan.seeds[0],
-        "from_control": from_control, "shared_from": shared[1] if shared else None,
+        "from_control": from_control, "shared_from": shared.origin if shared else None,
         "schedule": {"offset": int(summary.get("step_offset") or 0), "steps": int(summary.get("steps") or 0)},
         # what this event trained: nothing for a continuation that reuses its control's run, or a run reused whole
         "estimate": {} if from_control or shared else gating.estimate(plan.recipe, ws.config.gate).as_dict(),
@@ -504,7 +513,7 @@ def replicates(ws, version: str, plan: Plan, parent: str | None) -> dict:
             "artifacts": R.artifact_list(out), "avg_at_k": ev["avg_at_k"], "per_stratum": ev.get("per_stratum", {}),
             "estimate": {} if plan.kind == "continue" or shared else gating.estimate(recipe, ws.config.gate).as_dict(),
             "grpo_steps": 0 if plan.kind == "continue" or shared else int(recipe["grpo"]["steps"]),
-            "calibration": seed in plan.calibration, "shared_from": shared[1] if shared else None,
+            "calibration": seed in plan.calibration, "shared_from": shared.origin if shared else None,
         })
     return {"seeds": plan.seeds[1:] + plan.calibration}
 
