@@ -28,8 +28,8 @@ import re
 from pathlib import Path
 
 from evo.agent.candidate import Blocklist, Candidate, expected_cost, recipe_text
-from evo.agent.conditions import apply_patch, eval_triggers, recipe_view
-from evo.agent.recipe_diff import format_change, leaf_diff
+from evo.agent.conditions import eval_triggers, patched
+from evo.agent.recipe_diff import format_change
 from evo.recipe import get_path
 
 MAX_EVAL_K = 64
@@ -72,9 +72,9 @@ def _more_samples(ctx, raw, current, text, block, outcome, notes: list[str]) -> 
                      f"narrow to [{narrowed[0]:+.3g}, {narrowed[1]:+.3g}], still spanning 0: the seed noise, not the "
                      "task sampling, makes it inconclusive")
         return None
-    new_raw = apply_patch(raw, current, [{"path": "eval.k", "op": "scale", "value": 2, "max": MAX_EVAL_K}])
-    new = recipe_view(new_raw)
-    change = format_change(leaf_diff(current, new))
+    new_raw, new, diff = patched(raw, current, [{"path": "eval.k", "op": "scale", "value": 2, "max": MAX_EVAL_K}],
+                                 source="the eval.k revision")
+    change = format_change(diff)
     if block.why_blocked("eval.k", change):
         return None
     interval = (f"its interval [{h['ci_low']:+.3g}, {h['ci_high']:+.3g}] " if h.get("ci_low") is not None and h.get("ci_high") is not None
