@@ -36,7 +36,18 @@ from evo.harness.loader import AnalyzerFile, AnalyzerResult, BadResult, check_ou
 
 MAX_LINE = 8 * 1024 * 1024  # one analyzer's result; past it the analyzer is stopped
 STDERR_TAIL = 2000
-_WORKER = "from evo.harness import worker; worker.main()"
+def _worker_code() -> str:
+    """The worker's `-c` program: import the evo this process runs, whichever copy that is.
+
+    `-I` ignores PYTHONPATH, so without the explicit path a host running a second
+    checkout (PYTHONPATH, a clone) would start a worker that imports the venv's
+    installed evo instead (or, jailed, none: only this copy's folder is bound),
+    and analyzers would be judged by other code than the host's.
+    """
+    import evo
+
+    home = os.path.dirname(os.path.dirname(os.path.abspath(evo.__file__)))  # the folder evo.confine binds, its parent
+    return f"import sys; sys.path.insert(0, {home!r}); from evo.harness import worker; worker.main()"
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,7 @@ def _start(files: list[AnalyzerFile], job: dict) -> tuple[subprocess.Popen, bool
     """(worker process, confined?)."""
     from evo import confine
 
-    argv = [sys.executable, "-I", "-c", _WORKER]
+    argv = [sys.executable, "-I", "-c", _worker_code()]
     kwargs = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     if confine.available():
         return confine.popen(argv, _jail(files, job), **kwargs), True

@@ -157,3 +157,34 @@ def test_analyzer_may_define_dataclasses_and_helpers(tmp_path, run):
         """)
     diag = diagnose(run, recipe={}, analyzer_dirs=[BUILTINS, ws])
     assert diag["metrics"]["signal/threshold"] == 0.5
+
+
+def test_workers_import_the_evo_the_host_runs_not_the_installed_one(tmp_path):
+    """A second checkout run through PYTHONPATH: its analyzer workers must import that copy (jailed or not)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import evo
+
+    copy = tmp_path / "checkout"
+    shutil.copytree(Path(evo.__file__).resolve().parent, copy / "evo", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(BUILTINS, copy / "analyzers")  # a checkout's built-in resources sit beside its package
+    (copy / "evo" / "only_in_this_copy.py").write_text("MARK = 1\n")
+    ws = tmp_path / "analyzers"
+    write(ws, "which_evo.py", """
+        from evo import only_in_this_copy
+        LAYER = "signal"
+        def analyze(ctx):
+            return {"metrics": {"signal/copy_mark": float(only_in_this_copy.MARK)}}
+    """)
+    script = ("import json, evo; from evo.harness.isolation import load_analyzers; "
+              f"a, p = load_analyzers([{str(ws)!r}]); print(json.dumps([evo.__file__, [x['name'] for x in a], p]))")
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    host_file, names, problems = json.loads(out.stdout.strip().splitlines()[-1])
+    assert host_file.startswith(str(copy))
+    assert problems == [] and names == ["which_evo"]
