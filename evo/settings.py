@@ -33,6 +33,7 @@ class Search:
     control: str  # continue | none
     train_seeds: int
     calibration_seeds: int
+    explore: int  # untriggered levers tried from one parent at a measured plateau
 
 
 @dataclass(frozen=True)

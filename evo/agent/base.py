@@ -32,7 +32,8 @@ def zero_usage() -> dict:
 
 @dataclass
 class AgentContext:
-    """What an agent sees. `phase` is a hint: "reflect" when the last outcome was mixed/insufficient."""
+    """What an agent sees. `phase` is a hint: "reflect" when the last outcome was mixed/insufficient; "explore"
+    when nothing fired and the loop measured that continuing the parent stopped paying (`plateau` says how)."""
 
     phase: str
     root: Path
@@ -48,6 +49,7 @@ class AgentContext:
     memory: Any = None  # evo.agent.memory.Memory
     skills: list = field(default_factory=list)  # evo.agent.skills.Skill
     harness_revised: bool = False  # second call of a step: the harness was revised and the parent re-diagnosed
+    plateau: str | None = None  # phase "explore": the loop's measured plateau (or measuring limit), in words
 
 
 @dataclass

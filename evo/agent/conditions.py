@@ -99,6 +99,48 @@ def eval_triggers(triggers: list[dict], metrics: dict) -> tuple[bool, float, lis
     return all_hold, (mean if all_hold else 0.0), ([] if refuted_by_measurement else missing), used
 
 
+def trigger_distance(triggers: list[dict], metrics: dict) -> float | None:
+    """How far a skill's triggers sit from firing on `metrics`, on the strength's scale; None when a gate fails.
+
+    The exploration order (`evo.agent.heuristic`, phase "explore"): when no
+    lever's trigger fires and continuing the recipe stopped paying, the lever
+    whose evidence came nearest is the first tried. A condition that holds is
+    0 away; one that fails is `clip(|ln(value / threshold)|, 0, 2)` away (1
+    for `==`/`!=`), the margin its strength would have had on the other side;
+    a metric the diagnosis lacks, or one at or below 0 against a positive threshold, is the full 2. `{any}` is its nearest member,
+    a list or `{all}` the mean over its non-gate members. A failing gate ("length is
+    ample") means the skill does not apply at all, however near the rest.
+    """
+    if not triggers:
+        return None
+    distances = []
+    for cond in triggers:
+        if "all" in cond:
+            d = trigger_distance(cond["all"], metrics)
+        elif "any" in cond:
+            members = [trigger_distance([sub], metrics) for sub in cond["any"]]
+            members = [m for m in members if m is not None]
+            d = min(members) if members else None
+        else:
+            holds, _, missing, _ = eval_trigger(cond, metrics)
+            if holds:
+                d = 0.0
+            elif cond.get("gate"):
+                return None
+            elif missing:
+                d = 2.0
+            else:
+                value, threshold = float(metrics[cond["metric"]]), cond["value"]
+                positive = isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and threshold > 0
+                # 0 against a positive threshold is no ratio away, not |0 - threshold|: nothing of it was measured
+                d = 2.0 if positive and value <= 0 else _margin(cond["op"], value, threshold)
+        if d is None:
+            return None
+        if not cond.get("gate"):
+            distances.append(d)
+    return sum(distances) / len(distances) if distances else 0.0
+
+
 def _term_matches(term: dict, pattern: dict) -> bool:
     return all(term.get(k, {"weight": 1.0, "mode": "add"}.get(k)) == v for k, v in pattern.items())
 

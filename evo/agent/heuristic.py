@@ -38,6 +38,17 @@ How it chooses (one call, one single-factor intervention):
    (`_continue_candidate`), ranked with the policy candidates by the same rule.
 4. On a healthy diagnosis (no trigger fires, no evidence missing) it returns
    None: no bottleneck shows, so no fix is proposed.
+5. Exploration (phase "explore"): the loop asks again once it has measured that
+   continuing the parent stopped paying (a plateau, or the measuring limit;
+   `evo.loop.propose`). Then the untriggered policy levers are candidates:
+   each that applies to the domain, whose requirements and gates hold, whose
+   patch changes the recipe and which no block stops, ranked nearest to firing
+   first (`conditions.trigger_distance`, less the same record and severity
+   bonus). Budget and repair skills are left out: a limit the diagnosis does
+   not show binding, or a setting it does not show harming, answers no
+   observation. The manifest says so (`exploration`), and the verdict against
+   the control decides as for any candidate; the lever blocked for this parent
+   once tried, the next exploration takes the next.
 """
 
 from __future__ import annotations
@@ -46,7 +57,7 @@ from pathlib import Path
 
 from evo.agent.base import AgentContext, Proposal, zero_usage
 from evo.agent.candidate import SEVERITY_WEIGHT, Blocklist, Candidate, evidence_text, expected_cost, recipe_text
-from evo.agent.conditions import check_requirement, eval_triggers, patched, recipe_view
+from evo.agent.conditions import check_requirement, eval_triggers, patched, recipe_view, trigger_distance
 from evo.agent.guard import CONTINUE
 from evo.agent.manifest import clear_manifest, normalize_manifest, write_manifest
 from evo.agent.recipe_diff import common_factor, covers, format_change
@@ -69,11 +80,19 @@ def _cited(skill: Skill, ctx: AgentContext) -> tuple[list[dict], float]:
 
 
 def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict, text: str, block: Blocklist,
-                      notes: list[str], missing: dict[str, list[str]]) -> Candidate | None:
+                      notes: list[str], missing: dict[str, list[str]], *, explore: bool = False) -> Candidate | None:
+    """The skill's patch as a candidate when its triggers hold; with `explore`, when they do not (see `_explored`)."""
     metrics = ctx.diagnosis.get("metrics") or {}
     holds, strength, lacking, used = eval_triggers(skill.triggers, metrics)
     meets = all(check_requirement(r, current) for r in skill.requires)
-    if not holds:
+    distance = None
+    if explore:
+        distance = trigger_distance(skill.triggers, metrics)
+        if holds or distance is None or not meets or skill.budget or skill.repair:
+            return None  # a firing lever was the propose phase's; a failed gate, a limit not binding or a harm not
+            # measured leaves nothing to explore: an untriggered budget or repair skill answers no observation
+        strength = -distance
+    elif not holds:
         if meets:  # a metric is worth measuring only for a skill the recipe would let act on it
             for key in lacking:
                 missing.setdefault(key, []).append(skill.name)
@@ -99,6 +118,11 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
 
     cited, bonus = _cited(skill, ctx)
     strength += bonus
+    hypothesis = f"{skill.hypothesis} Evidence: {evidence_text(used, skill.triggers, cited)}.".strip()
+    if explore:
+        hypothesis = (f"Exploration, not evidence: {ctx.plateau or 'no lever fires and continuing stopped paying'}. "
+                      f"{skill.name}'s triggers do not fire (they miss by {distance:.2f} on the evidence scale, the "
+                      f"nearest of the untried levers this recipe admits), so this tests its premise: {skill.hypothesis}")
 
     before_value = get_path(current, factor)
     after_value = get_path(new, factor)
@@ -108,12 +132,14 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
         "change": change,
         "change_from": before_value,
         "change_to": after_value,
-        "hypothesis": f"{skill.hypothesis} Evidence: {evidence_text(used, skill.triggers, cited)}.".strip(),
+        "hypothesis": hypothesis,
         "evidence": {"findings": [f["id"] for f in cited], "metrics": used},
         "predicted_effect": skill.predicted_effect or f"the metrics that triggered {skill.name} move back past their thresholds",
         "expected_cost": expected_cost(current, new),
         "skill": skill.name,
     }
+    if explore:
+        manifest["exploration"] = f"trigger did not fire (distance {distance:.2f})"
     if factor.startswith(("reward", "filters")) or skill.backtest:
         # Replayable from stored rollouts (reward, filters, or a skill that declares a backtest, e.g. a loss
         # aggregation): hand the loop the nested patch evo.harness.backtest takes.
@@ -125,7 +151,7 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
         if question:
             manifest["predicted_effect"] += f" Backtest on the parent's rollouts first: {question}."
     return Candidate(manifest, {"recipe.yaml": recipe_text(new_raw, text)}, strength,
-                     f"{skill.name}: strength {strength:.3f}")
+                     f"{skill.name}: " + (f"exploration, distance {distance:.3f}" if explore else f"strength {strength:.3f}"))
 
 
 def _continue_candidate(skill: Skill, ctx: AgentContext, current: dict, block: Blocklist, notes: list[str],
@@ -177,13 +203,16 @@ class HeuristicAgent:
         notes: list[str] = []
         missing: dict[str, list[str]] = {}
 
+        explore = ctx.phase == "explore"
         candidates = []
         for skill in skills:
             if not skill.applies_to(ctx.domain):
                 continue
             cand = None
             if skill.kind == "policy" and skill.patch:
-                cand = _policy_candidate(skill, ctx, raw, current, text, block, notes, missing)
+                cand = _policy_candidate(skill, ctx, raw, current, text, block, notes, missing, explore=explore)
+            elif explore:
+                continue
             elif skill.kind == "continue":
                 cand = _continue_candidate(skill, ctx, current, block, notes, missing)
             if cand:
@@ -198,9 +227,9 @@ class HeuristicAgent:
         outcome = None if (ctx.last_outcome or {}).get("reflected") else (ctx.last_outcome or {}).get("outcome")
         must_reflect = outcome in UNSETTLED and not ctx.harness_revised
         chosen = None
-        if candidates and not must_reflect:
+        if candidates and (explore or not must_reflect):
             chosen = candidates[0]
-        elif not ctx.harness_revised:
+        elif not ctx.harness_revised and not explore:
             chosen = harness_revision(ctx, raw, current, text, skills, missing, block, outcome, notes)
             if chosen is None and candidates:
                 notes.append("no harness revision applies; falling back to the strongest policy candidate")

@@ -36,7 +36,8 @@ MANIFEST_FORMAT = f"""Write exactly one JSON object to `{MANIFEST_RELPATH}` (ins
   "predicted_effect": "what will move, which way, roughly how much",
   "expected_cost": "training token budget x2 of the parent",
   "skill": "raise-generation-length",     // optional: the skill you applied
-  "backtest": {{"reward": {{"terms": [...]}}}}  // optional, reward/filter changes: the nested patch to replay on stored rollouts
+  "backtest": {{"reward": {{"terms": [...]}}}},  // optional, reward/filter changes: the nested patch to replay on stored rollouts
+  "exploration": "..."                    // only when no trigger fired and you try the lever anyway: why
 }}
 
 (No comments in the real file.) If nothing is warranted, write {{"kind": "none", "reason": "..."}} and change no file.
@@ -128,6 +129,7 @@ def _placeholders(ctx) -> dict[str, str]:
         "protected_paths": ", ".join(paths.get("protected", [])),
         "manifest_format": MANIFEST_FORMAT,
         "manifest_path": MANIFEST_RELPATH,
+        "plateau": ctx.plateau or "(no plateau measured)",
         "harness_note": ("The harness was revised in this step and the parent re-diagnosed: the diagnosis above is the "
                          "new one. Propose one policy intervention now, or none; do not revise the harness again."
                          if ctx.harness_revised else ""),
@@ -141,9 +143,10 @@ def _prompt_file(root: Path | None, name: str) -> Path:
 
 
 def render_prompt(ctx, *, root: str | Path | None = None) -> str:
-    """diagnose.md + propose.md (or reflect.md) from `root` (default ctx.root), filled from `ctx`."""
+    """diagnose.md + the phase's task (propose.md, reflect.md or explore.md) from `root` (default ctx.root), filled
+    from `ctx`."""
     root = Path(root) if root is not None else (Path(ctx.root) if ctx.root else None)
-    names = ["diagnose.md", "reflect.md" if ctx.phase == "reflect" else "propose.md"]
+    names = ["diagnose.md", {"reflect": "reflect.md", "explore": "explore.md"}.get(ctx.phase, "propose.md")]
     values = _placeholders(ctx)
     parts, used = [], set()
     for name in names:

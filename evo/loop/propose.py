@@ -29,8 +29,7 @@ from evo.vocabulary import event_id
 
 
 def propose(ws, version: str, parent: str, parent_recipe: dict, diag_ref: dict, human: dict | None = None) -> dict:
-    from evo.agent import AgentContext, get_agent, zero_usage
-    from evo.agent.guard import check_candidate
+    from evo.agent import AgentContext, get_agent
     from evo.agent.memory import Memory
     from evo.agent.skills import load_skills
 
@@ -51,13 +50,46 @@ def propose(ws, version: str, parent: str, parent_recipe: dict, diag_ref: dict, 
         memory=Memory.load(ws.root), skills=load_skills(ws.root),
         settings=ws.settings,
     )
-    manifests, usage = [], zero_usage()
+    trusted = agent.name == "heuristic"  # the shipped offline agent; every other backend is checked
+    before = None if trusted else tamper.snapshot(ws.lineage, ws.root, ws.settings, parent)
+    manifests, usage, violation = _consult(ws, agent, ctx, version, parent, parent_recipe, Path(worktree), before)
+    if manifests:
+        return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
+    result = _plateau_or_measure(ws, version, parent, parent_recipe, records, diagnosis, usage)
+    if result["status"] != "nothing" or "plateau" not in result:
+        return result
+    # Continuing stopped paying and no lever fires: try the nearest untried lever, judged like any candidate,
+    # before the loop stops (an exploration; its manifest says the trigger did not fire), up to search.explore.
+    explored = [s for s in ctx.lineage if s["parents"][:1] == [parent] and (s.get("intervention") or {}).get("exploration")]
+    budget = ws.config.search.explore
+    if len(explored) >= budget:
+        tried = ", ".join(f"{s['name']} ({s['intervention'].get('skill') or s['intervention']['factor']}: {s['outcome']})"
+                          for s in explored)
+        return {**result, "reason": f"{result['reason']}; explored {len(explored)} untriggered lever(s) from {parent}, "
+                                    f"search.explore's {budget}" + (f": {tried}" if tried else "")}
+    ctx.phase, ctx.plateau = "explore", result["plateau"]["text"]
+    manifests, usage, violation = _consult(ws, agent, ctx, version, parent, parent_recipe, Path(worktree), before,
+                                           usage=usage, attempts=1)
+    if manifests:
+        return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
+    return {**result, "usage": usage, "reason": f"{result['reason']}; no untried lever is left to explore"}
+
+
+def _consult(ws, agent, ctx, version: str, parent: str, parent_recipe: dict, worktree: Path, before,
+             *, usage: dict | None = None, attempts: int = 2) -> tuple[list[dict], dict, str | None]:
+    """Ask the agent (again after a harness revision, up to `attempts` calls): (manifests, usage, violation).
+
+    What an untrusted agent changed outside its worktree (`before`: the tamper snapshot, None for the
+    heuristic) is put back and rejects the candidate; what it changed inside is checked by the guard.
+    """
+    from evo.agent import zero_usage
+    from evo.agent.guard import check_candidate
+
+    manifests, usage = [], usage or zero_usage()
     recipe_before = parent_recipe
     seen: dict[str, str] = {}  # path -> content digest after the previous proposal
     violation = None
-    trusted = agent.name == "heuristic"  # the shipped offline agent; every other backend is checked
-    before = None if trusted else tamper.snapshot(ws.lineage, ws.root, ws.settings, parent)
-    for attempt in range(2):
+    for attempt in range(attempts):
         ws.say(f"agent ({agent.name}): {ctx.phase}")
         proposal = agent.propose(ctx)
         if before is not None:
@@ -76,8 +108,8 @@ def propose(ws, version: str, parent: str, parent_recipe: dict, diag_ref: dict, 
             usage[key] += proposal.usage.get(key, 0) or 0
         # Only what this proposal changed: paths whose content moved since the previous one.
         changed = [p for p in ws.lineage.worktree_changes(version)
-                   if _digest(Path(worktree) / p) != seen.get(p)]
-        recipe_text = (Path(worktree) / "recipe.yaml").read_text()
+                   if _digest(worktree / p) != seen.get(p)]
+        recipe_text = (worktree / "recipe.yaml").read_text()
         if attempt == 1 and not changed and proposal.manifest.get("kind") != "continue":
             break  # asked again after its harness revision, the agent changed nothing more: it proposes nothing
         manifests.append(proposal.manifest)
@@ -86,17 +118,15 @@ def propose(ws, version: str, parent: str, parent_recipe: dict, diag_ref: dict, 
         except AgentError as exc:
             violation = str(exc)
             break
-        seen.update({p: _digest(Path(worktree) / p) for p in changed})
-        if proposal.manifest.get("kind") != "harness" or attempt == 1:
+        seen.update({p: _digest(worktree / p) for p in changed})
+        if proposal.manifest.get("kind") != "harness" or attempt == attempts - 1:
             break
         # A harness revision: re-diagnose the parent with the revised harness, then ask again.
         recipe_before = parse_recipe(recipe_text)
-        rediag = ws.diagnose_parent(parent, parent_recipe, tree=Path(worktree),
-                                       out_dir=artifact_dir(ws.root, ws.settings, version) / "rediagnosis")
+        rediag = ws.diagnose_parent(parent, parent_recipe, tree=worktree,
+                                    out_dir=artifact_dir(ws.root, ws.settings, version) / "rediagnosis")
         ctx.diagnosis, ctx.harness_revised, ctx.phase = rediag, True, "propose"
-    if not manifests:
-        return _plateau_or_measure(ws, version, parent, parent_recipe, records, diagnosis, usage)
-    return {"status": "proposed", "manifests": manifests, "usage": usage, "agent": agent.name, "violation": violation}
+    return manifests, usage, violation
 
 
 def _human_proposal(ws, version: str, parent: str, parent_recipe: dict, worktree: Path, human: dict) -> dict:

@@ -323,15 +323,42 @@ def test_control_none_keeps_the_old_comparison_and_says_it_is_confounded(tmp_pat
     assert "**confounded**" in evo_json("pr", "-C", root, "v1")["body"]
 
 
-def test_a_converged_recipe_stops_on_a_measured_plateau(tmp_path):
+def test_a_converged_recipe_explores_then_stops_on_a_measured_plateau(tmp_path):
+    """lr 1e-9 trains nothing: the plateau is measured, one untriggered lever is tried (search.explore 1) and
+    judged against the control like any candidate, then the loop stops and says what it explored."""
     converged = LEARNING_RECIPE.replace("learning_rate: 0.0005", "learning_rate: 1.0e-9")
-    root = init_workspace(tmp_path / "ws", converged, settings_patch={"search": {"calibration_seeds": 2}})
-    data = evo_json("run", "-C", root, "--steps", "6")
+    root = init_workspace(tmp_path / "ws", converged, settings_patch={"search": {"calibration_seeds": 2, "explore": 1}})
+    data = evo_json("run", "-C", root, "--steps", "8")
     last = data["steps"][-1]
     assert last["status"] == "nothing-to-do", [s["status"] for s in data["steps"]]
     assert "plateau measured" in last["message"] and last["plateau"]["continuation"]["outcome"] != "improvement"
+    explored = _explorations(root)
+    assert len(explored) == 1, explored
+    version, manifest = explored[0]
+    assert manifest["kind"] == "policy" and manifest["hypothesis"].startswith("Exploration, not evidence: continuing v")
+    assert version["state"] != "promoted" and _judged(root, version["name"])["attributed"]["against"].startswith("control")
+    assert f"explored 1 untriggered lever(s) from {version['parents'][0]}" in last["message"]
     out = evo("step", "-C", root).stdout
     assert "status: nothing-to-do" in out and "plateau:" in out and "Δ" in out
+
+
+def test_search_explore_0_stops_at_the_plateau_itself(tmp_path):
+    converged = LEARNING_RECIPE.replace("learning_rate: 0.0005", "learning_rate: 1.0e-9")
+    root = init_workspace(tmp_path / "ws", converged, settings_patch={"search": {"calibration_seeds": 2, "explore": 0}})
+    data = evo_json("run", "-C", root, "--steps", "6")
+    last = data["steps"][-1]
+    assert last["status"] == "nothing-to-do" and "plateau measured" in last["message"]
+    assert _explorations(root) == []
+
+
+def _explorations(root):
+    """(log row, intervention manifest) of every version whose manifest is marked an exploration."""
+    out = []
+    for v in evo_json("log", "-C", root)["versions"][1:]:
+        created = next(e for e in evo_json("show", "-C", root, v["name"])["events"] if e["event"] == "created")
+        if (created.get("intervention") or {}).get("exploration"):
+            out.append((v, created["intervention"]))
+    return out
 
 
 def test_a_learning_recipe_is_continued_and_never_stopped_while_it_still_learns(tmp_path):
