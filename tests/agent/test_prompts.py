@@ -43,6 +43,13 @@ def test_reflect_phase_uses_reflect_prompt(ctx):
     assert "reflect on the harness" in text and "propose one intervention" not in text
 
 
+def test_explore_phase_quotes_the_plateau_and_asks_for_the_exploration_field(ctx):
+    ctx.phase, ctx.plateau = "explore", "continuing v0's recipe for 20 steps gave Δ +0.010 [-0.030, +0.050]"
+    text = render_prompt(ctx)
+    assert "explore one untried lever" in text and "propose one intervention" not in text
+    assert "gave Δ +0.010 [-0.030, +0.050]" in text and '"exploration"' in text
+
+
 def test_workspace_prompts_override_builtins(ctx, tmp_path):
     (tmp_path / "trainer_prompts").mkdir()
     (tmp_path / "trainer_prompts" / "propose.md").write_text("CUSTOM for ${version}: $manifest_path\n$manifest_format\n")
