@@ -346,6 +346,13 @@ def _under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+def evo_package_dir() -> str:
+    """The folder of the evo package this process runs (the one a `site_packages` jail binds), whichever copy."""
+    import evo
+
+    return os.path.dirname(os.path.abspath(evo.__file__))
+
+
 def _python_paths(jail: Jail) -> list[str]:
     """Host paths the interpreter needs (and with `site_packages`, its installed packages)."""
     if not jail.python:
@@ -357,9 +364,7 @@ def _python_paths(jail: Jail) -> list[str]:
             paths.add(sys.prefix)
     if jail.site_packages:
         paths |= {p for p in site.getsitepackages() if os.path.isdir(p)}
-        import evo
-
-        paths.add(os.path.dirname(os.path.abspath(evo.__file__)))
+        paths.add(evo_package_dir())
     paths = sorted(p for p in paths if os.path.exists(p))
     # keep only the outermost of nested paths (a bind of /usr would hide nothing, but saves a mount)
     return [p for p in paths if not _under(p, [q for q in paths + ["/usr"] if q != p])]

@@ -81,16 +81,17 @@ def _cited(skill: Skill, ctx: AgentContext) -> tuple[list[dict], float]:
 
 def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict, text: str, block: Blocklist,
                       notes: list[str], missing: dict[str, list[str]], *, explore: bool = False) -> Candidate | None:
-    """The skill's patch as a candidate when its triggers hold; with `explore`, when they do not (see `_explored`)."""
+    """The skill's patch as a candidate when its triggers hold; with `explore`, when they do not (module docstring, 5)."""
     metrics = ctx.diagnosis.get("metrics") or {}
     holds, strength, lacking, used = eval_triggers(skill.triggers, metrics)
     meets = all(check_requirement(r, current) for r in skill.requires)
     distance = None
     if explore:
         distance = trigger_distance(skill.triggers, metrics)
+        # A firing lever was the propose phase's to weigh; behind a failed gate, or as a budget or repair skill
+        # (a limit not binding, a harm not measured), an untriggered lever answers no observation.
         if holds or distance is None or not meets or skill.budget or skill.repair:
-            return None  # a firing lever was the propose phase's; a failed gate, a limit not binding or a harm not
-            # measured leaves nothing to explore: an untriggered budget or repair skill answers no observation
+            return None
         strength = -distance
     elif not holds:
         if meets:  # a metric is worth measuring only for a skill the recipe would let act on it
@@ -121,8 +122,8 @@ def _policy_candidate(skill: Skill, ctx: AgentContext, raw: dict, current: dict,
     hypothesis = f"{skill.hypothesis} Evidence: {evidence_text(used, skill.triggers, cited)}.".strip()
     if explore:
         hypothesis = (f"Exploration, not evidence: {ctx.plateau or 'no lever fires and continuing stopped paying'}. "
-                      f"{skill.name}'s triggers do not fire (they miss by {distance:.2f} on the evidence scale, the "
-                      f"nearest of the untried levers this recipe admits), so this tests its premise: {skill.hypothesis}")
+                      f"{skill.name}'s triggers do not fire (they miss by {distance:.2f} on the evidence scale; untried "
+                      f"levers go nearest first), so this tests its premise: {skill.hypothesis}")
 
     before_value = get_path(current, factor)
     after_value = get_path(new, factor)
@@ -211,9 +212,7 @@ class HeuristicAgent:
             cand = None
             if skill.kind == "policy" and skill.patch:
                 cand = _policy_candidate(skill, ctx, raw, current, text, block, notes, missing, explore=explore)
-            elif explore:
-                continue
-            elif skill.kind == "continue":
+            elif skill.kind == "continue" and not explore:
                 cand = _continue_candidate(skill, ctx, current, block, notes, missing)
             if cand:
                 candidates.append(cand)

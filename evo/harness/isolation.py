@@ -36,6 +36,8 @@ from evo.harness.loader import AnalyzerFile, AnalyzerResult, BadResult, check_ou
 
 MAX_LINE = 8 * 1024 * 1024  # one analyzer's result; past it the analyzer is stopped
 STDERR_TAIL = 2000
+
+
 def _worker_code() -> str:
     """The worker's `-c` program: import the evo this process runs, whichever copy that is.
 
@@ -44,9 +46,9 @@ def _worker_code() -> str:
     installed evo instead (or, jailed, none: only this copy's folder is bound),
     and analyzers would be judged by other code than the host's.
     """
-    import evo
+    from evo import confine
 
-    home = os.path.dirname(os.path.dirname(os.path.abspath(evo.__file__)))  # the folder evo.confine binds, its parent
+    home = os.path.dirname(confine.evo_package_dir())
     return f"import sys; sys.path.insert(0, {home!r}); from evo.harness import worker; worker.main()"
 
 
