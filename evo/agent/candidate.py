@@ -50,7 +50,8 @@ class Blocklist:
         block.tried = tried_on_path(ctx.lineage or [], ctx.parent)
         block.harness_revised = bool(ctx.harness_revised)
         # Same parent, same change: a duplicate, unless the harness (e.g. eval.k) changed since, which makes
-        # it a re-test. One re-test per change: a sibling that already was one blocks it for good.
+        # it a re-test. One re-test per change: a sibling that already was one (or the loop's measuring it
+        # again under more seeds, `remeasures`) blocks it for good.
         for s in ctx.lineage or []:
             if (s.get("parents") or [None])[0] != ctx.parent or s.get("name") == ctx.version:
                 continue
@@ -58,7 +59,7 @@ class Blocklist:
                 if m:
                     key = (m.get("factor"), m.get("change"))
                     block.siblings[key] = s["name"]
-                    if s.get("harness_revision") and m is s.get("intervention"):
+                    if m is s.get("intervention") and (s.get("harness_revision") or m.get("remeasures")):
                         block.retested.add(key)
         repaired: dict[str, str] = {}  # repair skill -> the newest version on the path it made
         for version, m in interventions_on_path(ctx.lineage or [], ctx.parent):

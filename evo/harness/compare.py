@@ -104,7 +104,8 @@ _AS_GIVEN = object()
 
 def compare_runs(child_dir, parent_dir, *, B: int = stats.DEFAULT_B, seed: int = 0,
                  child_diag: dict | None = None, parent_diag: dict | None = None,
-                 noise: stats.SeedNoise | None = None, child_seeds=_AS_GIVEN, parent_seeds=_AS_GIVEN) -> dict:
+                 noise: stats.SeedNoise | None = None, child_seeds=_AS_GIVEN, parent_seeds=_AS_GIVEN,
+                 paired: bool = False) -> dict:
     """Compare a candidate run with its baseline and classify the outcome.
 
     `child_dir` / `parent_dir`: a run folder, or a list of replicate run folders
@@ -113,14 +114,22 @@ def compare_runs(child_dir, parent_dir, *, B: int = stats.DEFAULT_B, seed: int =
     counts default to the number of folders given, and `parent_seeds=None` marks
     a fixed model (the checkpoint itself, not a draw of a training recipe).
 
+    `paired`: run i of each side was trained under the same seed from the same
+    checkpoint (a candidate and its control). From `stats.PAIRED_MIN_SEEDS`
+    such pairs on, the seed term is their differences' own spread
+    (`stats.paired_seed_noise`) rather than `noise`.
+
     Returns {outcome, metric, value, baseline_value, delta, ci_low, ci_high, p_value,
-    noise_floor, n_tasks, k, per_stratum: {s: {...}}, reasons: [...], new_critical: [...]}.
+    noise_floor, noise (the seed noise used), n_tasks, k, per_stratum: {s: {...}}, reasons: [...], new_critical: [...]}.
     Diagnoses default to each primary folder's diagnosis.json when present; they supply
     the "critical finding the baseline did not have" rule.
     """
     children, parents = _runs(child_dir), _runs(parent_dir)
+    child_evals, parent_evals = [_eval_of(r, "candidate") for r in children], [_eval_of(r, "baseline") for r in parents]
+    if paired and len(children) == len(parents):
+        noise = stats.paired_seed_noise(zip(map(stats.task_scores, child_evals), map(stats.task_scores, parent_evals))) or noise
     result = paired_comparison(
-        [_eval_of(r, "candidate") for r in children], [_eval_of(r, "baseline") for r in parents], B=B, seed=seed,
+        child_evals, parent_evals, B=B, seed=seed,
         noise=noise, child_seeds=len(children) if child_seeds is _AS_GIVEN else child_seeds,
         parent_seeds=len(parents) if parent_seeds is _AS_GIVEN else parent_seeds)
     child, parent = children[0], parents[0]
@@ -130,11 +139,15 @@ def compare_runs(child_dir, parent_dir, *, B: int = stats.DEFAULT_B, seed: int =
     outcome, reasons = classify(result, k=result["k"], new_critical=new_critical)
     if noise is None:
         reasons.append("noise floor not measured: the interval covers task sampling only, not training-seed luck")
+    elif noise.paired:
+        reasons.append(f"seed noise floor ±{result['noise_floor']:.4f} (sigma {noise.sigma:.4f} of the differences "
+                       f"between the two arms under each of {noise.runs} common seeds)")
     else:
         reasons.append(f"seed noise floor ±{result['noise_floor']:.4f} (sigma {noise.sigma:.4f} from {noise.runs} runs)")
     if child_diag is None:
         reasons.append("candidate has no diagnosis; behavior layer not consulted")
     if result["unpaired_tasks"]:
         reasons.append(f"{result['unpaired_tasks']} tasks evaluated in only one run were left out")
-    return {"outcome": outcome, **result, "reasons": reasons, "new_critical": new_critical,
+    return {"outcome": outcome, **result, "noise": noise.to_dict() if noise else None, "reasons": reasons,
+            "new_critical": new_critical,
             "child": str(child.run_dir), "parent": str(parent.run_dir)}

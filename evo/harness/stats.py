@@ -237,18 +237,28 @@ class SeedNoise:
     uses `sigma_upper`, the one-sided SIGMA_LEVEL upper confidence limit of
     sigma from its chi-square distribution on `df`: it shrinks towards sigma as
     replicates accumulate, and it is wide while the evidence is thin.
+
+    `paired`: `sigma` is instead the spread, between seeds, of the *difference*
+    of two recipes trained under the same seed from the same start
+    (`paired_seed_noise`): the difference a seed-matched comparison averages
+    over its n seeds, so its standard error is sigma / sqrt(n), not
+    sigma * sqrt(2 / n).
     """
 
     sigma: float
     per_stratum: dict
     df: int
     runs: int
+    paired: bool = False
 
     def se(self, n_child: int | None, n_baseline: int | None, *, stratum: str | None = None) -> float:
         """Standard error the seed noise adds to a difference of two scores (0 for two fixed models).
 
-        `n_child` / `n_baseline`: seeds averaged into each side's score; None = a fixed model.
+        `n_child` / `n_baseline`: seeds averaged into each side's score; None = a fixed model. Paired: the
+        difference was measured `n_child` times (once per common seed).
         """
+        if self.paired:
+            return self.sigma_upper(stratum) / float(np.sqrt(n_child))
         terms = sum(1.0 / n for n in (n_child, n_baseline) if n)
         return self.sigma_upper(stratum) * float(np.sqrt(terms))
 
@@ -266,14 +276,15 @@ class SeedNoise:
         return z_value(confidence) * self.se(n_child, n_baseline, stratum=stratum)
 
     def to_dict(self) -> dict:
-        return {"sigma": self.sigma, "per_stratum": dict(self.per_stratum), "df": self.df, "runs": self.runs}
+        return {"sigma": self.sigma, "per_stratum": dict(self.per_stratum), "df": self.df, "runs": self.runs,
+                "paired": self.paired}
 
     @classmethod
     def from_dict(cls, data: dict | None) -> "SeedNoise | None":
         if not data or data.get("sigma") is None:
             return None
         return cls(float(data["sigma"]), {str(k): float(v) for k, v in (data.get("per_stratum") or {}).items()},
-                   int(data.get("df", 0)), int(data.get("runs", 0)))
+                   int(data.get("df", 0)), int(data.get("runs", 0)), bool(data.get("paired", False)))
 
 
 def seed_noise(replicate_sets) -> SeedNoise | None:
@@ -305,6 +316,33 @@ def seed_noise(replicate_sets) -> SeedNoise | None:
         return None
     return SeedNoise(float(np.sqrt(sq / df)), {s: float(np.sqrt(v / d)) for s, (v, d) in sorted(sq_strata.items()) if d},
                      df, runs)
+
+
+PAIRED_MIN_SEEDS = 3  # a spread of differences on fewer seeds (1 df) is too thin to stand in for the floor
+
+
+def paired_seed_noise(arms) -> SeedNoise | None:
+    """The seed noise of a seed-matched comparison, measured on the comparison itself; None below PAIRED_MIN_SEEDS.
+
+    `arms`: one `(child, baseline)` pair of `TaskScores` per common training
+    seed, the two recipes trained under that seed from the same checkpoint.
+    They draw the same prompts and samples until their policies part, so much of
+    their seed luck is shared and cancels in the difference: `seed_noise`'s
+    floor, which treats the two arms as independent draws, overstates the noise
+    of a seed-paired difference. The spread between seeds of the difference
+    itself (on the tasks both evaluated, per stratum too) is that noise, read
+    like any sigma at its upper confidence limit on n - 1 df.
+    """
+    differences = []
+    for child, baseline in arms:
+        both = pair(child, baseline)
+        strata = {str(s): float(both.child[both.strata == s].mean() - both.parent[both.strata == s].mean())
+                  for s in np.unique(both.strata)}
+        differences.append((float(both.child.mean() - both.parent.mean()), strata))
+    if len(differences) < PAIRED_MIN_SEEDS:
+        return None
+    noise = seed_noise([differences])
+    return None if noise is None else SeedNoise(noise.sigma, noise.per_stratum, noise.df, noise.runs, paired=True)
 
 
 def widen(low: float, high: float, delta: float, seed_se: float, *, confidence: float = CONFIDENCE) -> tuple[float, float]:

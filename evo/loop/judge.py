@@ -56,11 +56,15 @@ def judge_runs(version: str, candidate_runs: list[Path], parent_run: Path, *, ba
     `candidate_runs`: the version's run folders (one per training seed, its own first).
     `parent_run`: the parent's own run (a fixed checkpoint). `control_runs`: the
     control's runs under the same seeds, or None when the version has no control.
+    Against the control, trained under the same seeds from the same checkpoint,
+    the comparison is seed-paired (`compare_runs(paired=True)`): from
+    `stats.PAIRED_MIN_SEEDS` common seeds on, its seed term is the spread of
+    the seed-matched differences themselves.
     """
     progress = compare_runs(candidate_runs, parent_run, B=B, child_diag=diagnosis, noise=noise, parent_seeds=None)
     if control_runs:
-        attributed = compare_runs(candidate_runs, control_runs, B=B, child_diag=diagnosis, noise=noise)
-        attributed_figure = _figure("control", attributed, control=control_key)
+        attributed = compare_runs(candidate_runs, control_runs, B=B, child_diag=diagnosis, noise=noise, paired=True)
+        attributed_figure = _figure("control", attributed, control=control_key, noise=attributed["noise"])
     else:
         attributed = progress
         attributed_figure = _figure(baseline, progress, control=None)

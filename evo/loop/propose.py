@@ -40,6 +40,9 @@ def propose(ws, version: str, parent: str, parent_recipe: dict, diag_ref: dict, 
     records = ws.lineage.read_all()
     diagnosis = json.loads(Path(diag_ref["path"]).read_text())
     last = V.last_transition(records)
+    again = _remeasure(ws, version, parent, parent_recipe, records, last, Path(worktree))
+    if again is not None:
+        return again
     agent = get_agent(ws.settings, backend=ws.agent_backend)
     ctx = AgentContext(
         phase="reflect" if last and last.get("outcome") in ("mixed", "insufficient") and not last["reflected"] else "propose",
@@ -60,7 +63,8 @@ def propose(ws, version: str, parent: str, parent_recipe: dict, diag_ref: dict, 
         return result
     # Continuing stopped paying and no lever fires: try the nearest untried lever, judged like any candidate,
     # before the loop stops (an exploration; its manifest says the trigger did not fire), up to search.explore.
-    explored = [s for s in ctx.lineage if s["parents"][:1] == [parent] and (s.get("intervention") or {}).get("exploration")]
+    explored = [s for s in ctx.lineage if s["parents"][:1] == [parent] and (s.get("intervention") or {}).get("exploration")
+                and not s["intervention"].get("remeasures")]  # a lever measured again is still one lever explored
     budget = ws.config.search.explore
     if len(explored) >= budget:
         tried = ", ".join(f"{s['name']} ({s['intervention'].get('skill') or s['intervention']['factor']}: {s['outcome']})"
@@ -181,6 +185,69 @@ def _human_proposal(ws, version: str, parent: str, parent_recipe: dict, worktree
 
 
 MAX_MEASURE_SEEDS = load_schema("manifest")["properties"]["seeds"]["maximum"]  # written once, in the schema
+
+
+def _remeasure(ws, version: str, parent: str, parent_recipe: dict, records: dict, last: dict | None,
+               worktree: Path) -> dict | None:
+    """The last candidate from `parent` measured again under more seeds, when that could settle it; else None.
+
+    Its verdict against the control was `insufficient` with a gain that the
+    task-sampling interval alone resolves (`boot_ci_low > 0`): what made it
+    inconclusive is the training-seed term. Moving on would drop a lever for
+    seed luck (calc: explorations +0.049 and +0.076 against a one-seed floor of
+    ±0.23, both left). Under `stats.PAIRED_MIN_SEEDS` common seeds the judge
+    reads that term from the seed-matched differences themselves
+    (`evo.loop.judge.paired_noise`); a candidate that already had them gets
+    twice its seeds. Once per change: a re-measure is not measured again. The
+    earlier seed's runs (candidate and control) are reused, so only the new
+    seeds train.
+    """
+    from evo.agent import zero_usage
+    from evo.agent.guard import check_candidate
+    from evo.agent.manifest import normalize_manifest
+    from evo.errors import AgentError, VersionError
+    from evo.harness.stats import PAIRED_MIN_SEEDS
+
+    if not last or last.get("outcome") != "insufficient" or last.get("vetoes"):
+        return None
+    name = last["version"]
+    created = records[name].last("created") or {}
+    manifest = created.get("intervention")
+    headline = last.get("headline") or {}
+    if (records[name].parents[:1] != [parent] or not isinstance(manifest, dict) or manifest.get("kind") != "policy"
+            or manifest.get("remeasures") or (last.get("attributed") or {}).get("against") != "control"
+            or not (headline.get("delta") or 0) > 0 or not (headline.get("boot_ci_low") or 0) > 0):
+        return None
+    seeds = int(last.get("seeds") or 1)
+    target = min(MAX_MEASURE_SEEDS, max(PAIRED_MIN_SEEDS, 2 * seeds))
+    if target <= seeds:
+        return None
+    for rel in ws.lineage.changed_paths(name):
+        target_path = worktree / rel
+        try:
+            text = ws.lineage.file_at(name, rel)
+        except VersionError:  # the change deleted it
+            target_path.unlink(missing_ok=True)
+            continue
+        target_path.parent.mkdir(parents=True, exist_ok=True)
+        target_path.write_text(text, encoding="utf-8")
+    interval = f"Δ {headline['delta']:+.4f} [{headline['ci_low']:+.4f}, {headline['ci_high']:+.4f}]"
+    again = normalize_manifest({
+        **{k: v for k, v in manifest.items() if k not in ("seeds", "steps")},
+        "seeds": target, "remeasures": name,
+        "hypothesis": (f"Measured again: {name}'s change gave {interval} against the control under {seeds} seed(s), "
+                       f"insufficient, though its task-sampling interval alone [{headline['boot_ci_low']:+.4f}, "
+                       f"{headline['boot_ci_high']:+.4f}] excludes 0: the training-seed term decides. Under {target} "
+                       f"seeds the judge reads that term from the seed-matched differences. {name}'s hypothesis: "
+                       f"{manifest.get('hypothesis', '')}"),
+    }, source="loop manifest")
+    changed = ws.lineage.worktree_changes(version)
+    violation = None
+    try:
+        check_candidate(changed, again, parent_recipe, (worktree / "recipe.yaml").read_text(), ws.settings)
+    except AgentError as exc:
+        violation = str(exc)
+    return {"status": "proposed", "manifests": [again], "usage": zero_usage(), "agent": "loop", "violation": violation}
 
 
 def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,

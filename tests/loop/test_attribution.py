@@ -311,6 +311,43 @@ def test_two_training_seeds_record_both_and_widen_the_interval(tmp_path):
     assert h["ci_high"] - h["ci_low"] > h["boot_ci_high"] - h["boot_ci_low"], "seed noise widens the task-only interval"
 
 
+# A command agent that doubles the steps per version: the candidate trains the control's 10 steps and 10 more.
+STEPS_AGENT = """
+import json, pathlib, yaml
+recipe = yaml.safe_load(pathlib.Path("recipe.yaml").read_text())
+recipe["grpo"]["steps"] = 20
+pathlib.Path("recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+pathlib.Path(".evo").mkdir(exist_ok=True)
+pathlib.Path(".evo/manifest.json").write_text(json.dumps({
+    "kind": "policy", "factor": "grpo.steps", "change": "grpo.steps: 10 -> 20",
+    "hypothesis": "more steps per version", "evidence": {"findings": [], "metrics": {}},
+    "predicted_effect": "up", "expected_cost": "training x2"}))
+"""
+
+
+def test_a_gain_seed_luck_hides_is_measured_again_under_three_seeds_and_resolved(tmp_path):
+    """Two calibration runs (1 df) give a floor of about ±0.24: v1's real gain (+0.06, its task-sampling interval
+    above 0) is `insufficient`. The loop measures the same change again under 3 seeds, reusing seed 0's runs,
+    and the verdict reads the seed term from the three seed-matched differences with the control."""
+    root = init_workspace(tmp_path / "ws", LEARNING_RECIPE, settings_patch={"search": {"calibration_seeds": 2}})
+    _agent(root, tmp_path, "steps", STEPS_AGENT)
+    evo("step", "-C", root)
+    first = _judged(root, "v1")["headline"]
+    assert _judged(root, "v1")["outcome"] == "insufficient" and first["delta"] > 0 and first["boot_ci_low"] > 0, first
+    out = evo("step", "-C", root).stdout
+    v2 = evo_json("show", "-C", root, "v2")
+    created = next(e for e in v2["events"] if e["event"] == "created")
+    assert created["agent"] == "loop" and created["intervention"]["remeasures"] == "v1"
+    assert created["intervention"]["seeds"] == 3 and created["intervention"]["change"] == "grpo.steps: 10 -> 20"
+    assert _trained(root, "v2")["shared_from"], "seed 0's run is v1's, reused"
+    assert sorted(e["seed"] for e in v2["events"] if e["event"] == "replicated") == [1, 2]
+    judged = _judged(root, "v2")
+    assert judged["seeds"] == 3 and judged["attributed"]["noise"]["paired"] is True
+    h = judged["headline"]
+    assert h["noise_floor"] < first["noise_floor"] / 4 and judged["outcome"] == "improvement", h
+    assert "common seeds" in " ".join(judged["reasons"]) and "Measured again: v1" in out + created["intervention"]["hypothesis"]
+
+
 def test_control_none_keeps_the_old_comparison_and_says_it_is_confounded(tmp_path):
     root = init_workspace(tmp_path / "ws", LEARNING_RECIPE,
                           settings_patch={"search": {"control": "none", "calibration_seeds": 1}})

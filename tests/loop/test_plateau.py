@@ -136,3 +136,32 @@ def test_a_collapsed_parent_is_not_continued_to_measure_a_plateau(monkeypatch):
 def _manifest_first(out):
     assert out["status"] == "proposed", out
     return out["manifests"][0]["kind"] == "continue"
+
+
+# ------------------------------------------------------- measuring an inconclusive candidate again
+def _records(**headline):
+    from evo.lineage.events import VersionRecord
+
+    manifest = {"kind": "policy", "factor": "grpo.learning_rate", "change": "grpo.learning_rate: 0.0005 -> 0.0002"}
+    v1 = VersionRecord("v1", None, None, "active", ["v0"], [{"event": "created", "intervention": manifest}])
+    last = {"version": "v1", "outcome": "insufficient", "seeds": 1, "vetoes": [], "attributed": {"against": "control"},
+            "headline": {"delta": 0.06, "ci_low": -0.17, "ci_high": 0.29, "boot_ci_low": 0.04, "boot_ci_high": 0.08,
+                         **headline}}
+    return {"v1": v1}, last, manifest
+
+
+@pytest.mark.parametrize("why, change", [
+    ("the gain is not positive", {"headline": {"delta": -0.01, "boot_ci_low": -0.03}}),
+    ("task sampling alone does not resolve it", {"headline": {"boot_ci_low": -0.001}}),
+    ("it was not inconclusive", {"outcome": "regression"}),
+    ("it was vetoed", {"vetoes": [{"audit": "collapse"}]}),
+    ("it had no control", {"attributed": {"against": "v0"}}),
+    ("it was already measured again", {"manifest": {"remeasures": "v0"}}),
+    ("it came from another parent", {"parent": "v2"}),
+])
+def test_a_candidate_is_not_measured_again_when(why, change):
+    records, last, manifest = _records(**change.get("headline", {}))
+    last.update({k: v for k, v in change.items() if k not in ("headline", "manifest", "parent")})
+    manifest.update(change.get("manifest", {}))
+    # Every refusal is decided from the lineage before the workspace is touched (ws None would raise).
+    assert propose._remeasure(None, "v2", change.get("parent", "v0"), {}, records, last, None) is None, why
