@@ -105,6 +105,8 @@ def describe(manifest: dict | None) -> str:
     skill = manifest.get("skill")
     if skill and f"skill {skill}" not in text:
         text += f" (skill {skill})"
+    if manifest.get("remeasures"):
+        text += f", {manifest['remeasures']}'s change measured again under {manifest.get('seeds')} seeds"
     return f"[{manifest.get('kind', '?')}] {text}"
 
 

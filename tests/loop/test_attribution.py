@@ -345,7 +345,8 @@ def test_a_gain_seed_luck_hides_is_measured_again_under_three_seeds_and_resolved
     assert judged["seeds"] == 3 and judged["attributed"]["noise"]["paired"] is True
     h = judged["headline"]
     assert h["noise_floor"] < first["noise_floor"] / 4 and judged["outcome"] == "improvement", h
-    assert "common seeds" in " ".join(judged["reasons"]) and "Measured again: v1" in out + created["intervention"]["hypothesis"]
+    assert "common seeds" in " ".join(judged["reasons"]) and "Measured again: v1" in created["intervention"]["hypothesis"]
+    assert "v1's change measured again under 3 seeds" in out
 
 
 def test_control_none_keeps_the_old_comparison_and_says_it_is_confounded(tmp_path):
