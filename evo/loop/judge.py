@@ -50,7 +50,7 @@ def _figure(against: str, cmp: dict, **extra) -> dict:
 
 def judge_runs(version: str, candidate_runs: list[Path], parent_run: Path, *, baseline: str,
                control_runs: list[Path] | None, control_key: str | None, confounded: bool,
-               noise: stats.SeedNoise | None, diagnosis: dict, B: int) -> dict:
+               noise: stats.SeedNoise | None, diagnosis: dict, B: int, paired: bool = True) -> dict:
     """The `judged` event of `version` (without id/time), from its runs and its baselines' runs.
 
     `candidate_runs`: the version's run folders (one per training seed, its own first).
@@ -59,11 +59,12 @@ def judge_runs(version: str, candidate_runs: list[Path], parent_run: Path, *, ba
     Against the control, trained under the same seeds from the same checkpoint,
     the comparison is seed-paired (`compare_runs(paired=True)`): from
     `stats.PAIRED_MIN_SEEDS` common seeds on, its seed term is the spread of
-    the seed-matched differences themselves.
+    the seed-matched differences themselves. `paired`: run i of each list was
+    trained under the same seed (the judge checks the seeds recorded).
     """
     progress = compare_runs(candidate_runs, parent_run, B=B, child_diag=diagnosis, noise=noise, parent_seeds=None)
     if control_runs:
-        attributed = compare_runs(candidate_runs, control_runs, B=B, child_diag=diagnosis, noise=noise, paired=True)
+        attributed = compare_runs(candidate_runs, control_runs, B=B, child_diag=diagnosis, noise=noise, paired=paired)
         attributed_figure = _figure("control", attributed, control=control_key, noise=attributed["noise"])
     else:
         attributed = progress
@@ -132,7 +133,8 @@ def judge(ws, version: str, plan: Plan, parent: str | None, parent_recipe: dict 
     judged = judge_runs(version, candidate_runs, baseline_run,
                         baseline=baseline, control_runs=control_runs, control_key=key, confounded=confounded,
                         noise=R.workspace_noise(records), diagnosis=diag,
-                        B=ws.config.search.bootstrap_samples)
+                        B=ws.config.search.bootstrap_samples,
+                        paired=R.run_seeds(records[version]) == list(plan.seeds))
     judged["vetoes"], inherited = split_inherited(judged["vetoes"], records, parent)
     if inherited:
         judged["inherited_vetoes"] = inherited

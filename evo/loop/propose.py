@@ -108,6 +108,12 @@ def _consult(ws, agent, ctx, version: str, parent: str, parent_recipe: dict, wor
                 break
         if proposal is None:
             break
+        loop_only = [k for k in LOOP_ONLY_FIELDS if k in proposal.manifest]
+        if loop_only:
+            manifests.append(proposal.manifest)
+            violation = (f"candidate rejected: the manifest sets {', '.join(loop_only)}, which only the loop sets "
+                         "(a change measured again); leave it out")
+            break
         for key in usage:
             usage[key] += proposal.usage.get(key, 0) or 0
         # Only what this proposal changed: paths whose content moved since the previous one.
@@ -184,12 +190,13 @@ def _human_proposal(ws, version: str, parent: str, parent_recipe: dict, worktree
             "violation": violation}
 
 
+LOOP_ONLY_FIELDS = ("remeasures", "seed_start")  # `_remeasure` sets them; an agent's manifest may not
 MAX_MEASURE_SEEDS = load_schema("manifest")["properties"]["seeds"]["maximum"]  # written once, in the schema
 
 
 def _remeasure(ws, version: str, parent: str, parent_recipe: dict, records: dict, last: dict | None,
                worktree: Path) -> dict | None:
-    """The last candidate from `parent` measured again under more seeds, when that could settle it; else None.
+    """The last candidate from `parent` measured again under fresh seeds, when that could settle it; else None.
 
     Its verdict against the control was `insufficient` with a gain that the
     task-sampling interval alone resolves (`boot_ci_low > 0`): what made it
@@ -197,10 +204,13 @@ def _remeasure(ws, version: str, parent: str, parent_recipe: dict, records: dict
     seed luck (calc: explorations +0.049 and +0.076 against a one-seed floor of
     ±0.23, both left). Under `stats.PAIRED_MIN_SEEDS` common seeds the judge
     reads that term from the seed-matched differences themselves
-    (`evo.loop.judge.paired_noise`); a candidate that already had them gets
-    twice its seeds. Once per change: a re-measure is not measured again. The
-    earlier seed's runs (candidate and control) are reused, so only the new
-    seeds train.
+    (`evo.harness.stats.paired_seed_noise`); a candidate that already had them
+    gets twice its seeds. The seeds are fresh (manifest `seed_start`, past the
+    earlier verdict's): the seed whose luck made it worth measuring again is
+    not judged again, or the re-measure would be biased towards the gain that
+    selected it. Control runs already trained under those seeds (a continuation
+    measured under more seeds) are reused. Once per change: a re-measure is not
+    measured again, nor proposed twice (a rejected or pruned one included).
     """
     from evo.agent import zero_usage
     from evo.agent.guard import check_candidate
@@ -218,6 +228,9 @@ def _remeasure(ws, version: str, parent: str, parent_recipe: dict, records: dict
             or manifest.get("remeasures") or (last.get("attributed") or {}).get("against") != "control"
             or not (headline.get("delta") or 0) > 0 or not (headline.get("boot_ci_low") or 0) > 0):
         return None
+    if any(((rec.last("created") or {}).get("intervention") or {}).get("remeasures") == name
+           for rec in records.values() if rec.name != version):
+        return None  # proposed once already (judged, rejected by the guard or at the gate)
     seeds = int(last.get("seeds") or 1)
     target = min(MAX_MEASURE_SEEDS, max(PAIRED_MIN_SEEDS, 2 * seeds))
     if target <= seeds:
@@ -233,12 +246,12 @@ def _remeasure(ws, version: str, parent: str, parent_recipe: dict, records: dict
         target_path.write_text(text, encoding="utf-8")
     interval = f"Δ {headline['delta']:+.4f} [{headline['ci_low']:+.4f}, {headline['ci_high']:+.4f}]"
     again = normalize_manifest({
-        **{k: v for k, v in manifest.items() if k not in ("seeds", "steps")},
-        "seeds": target, "remeasures": name,
+        **{k: v for k, v in manifest.items() if k not in ("seeds", "steps", "backtest")},  # its backtest was run
+        "seeds": target, "seed_start": seeds, "remeasures": name,
         "hypothesis": (f"Measured again: {name}'s change gave {interval} against the control under {seeds} seed(s), "
                        f"insufficient, though its task-sampling interval alone [{headline['boot_ci_low']:+.4f}, "
                        f"{headline['boot_ci_high']:+.4f}] excludes 0: the training-seed term decides. Under {target} "
-                       f"seeds the judge reads that term from the seed-matched differences. {name}'s hypothesis: "
+                       f"fresh seeds the judge reads that term from the seed-matched differences. {name}'s hypothesis: "
                        f"{manifest.get('hypothesis', '')}"),
     }, source="loop manifest")
     changed = ws.lineage.worktree_changes(version)

@@ -79,8 +79,15 @@ def with_seed(recipe: dict, seed: int) -> dict:
 
 def version_seeds(recipe: dict, manifest: dict, train_seeds: int) -> list[int]:
     """The seeds a version trains (or, for continue-training, measures) under: search.train_seeds, or more
-    when its manifest asks for them (`seeds`, a continuation measured again)."""
-    return seeds_for(recipe, max(int(train_seeds), int(manifest.get("seeds") or 0)))
+    when its manifest asks for them (`seeds`, a continuation measured again), from the `seed_start`-th on
+    (a candidate measured again on fresh seeds)."""
+    start = int(manifest.get("seed_start") or 0)
+    return seeds_for(recipe, start + max(int(train_seeds), int(manifest.get("seeds") or 0)))[start:]
+
+
+def run_seeds(rec) -> list[int]:
+    """The training seed of each of `run_dirs(rec)`, in that order."""
+    return [int((rec.last("trained") or {}).get("seed") or 0)] + sorted(replicate_events(rec))
 
 
 def replicate_dir(root: Path, settings: dict, version: str, seed: int) -> Path:

@@ -327,8 +327,9 @@ pathlib.Path(".evo/manifest.json").write_text(json.dumps({
 
 def test_a_gain_seed_luck_hides_is_measured_again_under_three_seeds_and_resolved(tmp_path):
     """Two calibration runs (1 df) give a floor of about ±0.24: v1's real gain (+0.06, its task-sampling interval
-    above 0) is `insufficient`. The loop measures the same change again under 3 seeds, reusing seed 0's runs,
-    and the verdict reads the seed term from the three seed-matched differences with the control."""
+    above 0) is `insufficient`. The loop measures the same change again under 3 fresh seeds (seed 0, which
+    selected it, is not judged again), and the verdict reads the seed term from the three seed-matched
+    differences with the control. An agent's manifest may not claim to be such a re-measure."""
     root = init_workspace(tmp_path / "ws", LEARNING_RECIPE, settings_patch={"search": {"calibration_seeds": 2}})
     _agent(root, tmp_path, "steps", STEPS_AGENT)
     evo("step", "-C", root)
@@ -339,14 +340,20 @@ def test_a_gain_seed_luck_hides_is_measured_again_under_three_seeds_and_resolved
     created = next(e for e in v2["events"] if e["event"] == "created")
     assert created["agent"] == "loop" and created["intervention"]["remeasures"] == "v1"
     assert created["intervention"]["seeds"] == 3 and created["intervention"]["change"] == "grpo.steps: 10 -> 20"
-    assert _trained(root, "v2")["shared_from"], "seed 0's run is v1's, reused"
-    assert sorted(e["seed"] for e in v2["events"] if e["event"] == "replicated") == [1, 2]
+    assert _trained(root, "v2")["seed"] == 1 and not _trained(root, "v2")["shared_from"]
+    assert sorted(e["seed"] for e in v2["events"] if e["event"] == "replicated") == [2, 3]
+    controls = [e["key"] for e in evo_json("show", "-C", root, "v0")["events"] if e["event"] == "control"]
+    assert sorted(controls) == [f"steps10-seed{s}" for s in range(4)]
     judged = _judged(root, "v2")
     assert judged["seeds"] == 3 and judged["attributed"]["noise"]["paired"] is True
     h = judged["headline"]
     assert h["noise_floor"] < first["noise_floor"] / 4 and judged["outcome"] == "improvement", h
     assert "common seeds" in " ".join(judged["reasons"]) and "Measured again: v1" in created["intervention"]["hypothesis"]
     assert "v1's change measured again under 3 seeds" in out
+    claims = STEPS_AGENT.replace('"expected_cost": "training x2"', '"expected_cost": "training x2", "remeasures": "v1"')
+    _agent(root, tmp_path, "claims", claims.replace("= 20", "= 30").replace("10 -> 20", "20 -> 30"))
+    out = evo("step", "-C", root).stdout
+    assert "status: rejected" in out and "only the loop sets" in out, out
 
 
 def test_control_none_keeps_the_old_comparison_and_says_it_is_confounded(tmp_path):

@@ -158,10 +158,16 @@ def _records(**headline):
     ("it had no control", {"attributed": {"against": "v0"}}),
     ("it was already measured again", {"manifest": {"remeasures": "v0"}}),
     ("it came from another parent", {"parent": "v2"}),
+    ("a re-measure of it was proposed already (rejected before a verdict)", {"sibling": True}),
 ])
 def test_a_candidate_is_not_measured_again_when(why, change):
     records, last, manifest = _records(**change.get("headline", {}))
-    last.update({k: v for k, v in change.items() if k not in ("headline", "manifest", "parent")})
+    last.update({k: v for k, v in change.items() if k not in ("headline", "manifest", "parent", "sibling")})
     manifest.update(change.get("manifest", {}))
+    if change.get("sibling"):
+        from evo.lineage.events import VersionRecord
+
+        records["v2"] = VersionRecord("v2", None, None, "pruned", ["v0"],
+                                      [{"event": "created", "intervention": {**manifest, "remeasures": "v1"}}])
     # Every refusal is decided from the lineage before the workspace is touched (ws None would raise).
-    assert propose._remeasure(None, "v2", change.get("parent", "v0"), {}, records, last, None) is None, why
+    assert propose._remeasure(None, "v3", change.get("parent", "v0"), {}, records, last, None) is None, why
