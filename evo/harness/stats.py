@@ -333,8 +333,8 @@ def paired_seed_noise(arms) -> SeedNoise | None:
     stratum too) is that noise, read like any sigma at its upper confidence
     limit on n - 1 df. Measured: arithmetic's test recipe, 20 steps against the
     control's 10 (the first 10 shared), differences spread 0.003 where one arm
-    spreads 0.022; calc, token-mean aggregation against its control, 0.056
-    where one arm spreads about 0.05 (multi-turn episodes part at once).
+    spreads 0.022; calc, token-mean aggregation against its control, 0.041
+    where one arm spreads 0.053-0.056 (multi-turn episodes part early).
     """
     differences = []
     for child, baseline in arms:
