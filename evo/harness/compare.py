@@ -126,7 +126,7 @@ def compare_runs(child_dir, parent_dir, *, B: int = stats.DEFAULT_B, seed: int =
     """
     children, parents = _runs(child_dir), _runs(parent_dir)
     child_evals, parent_evals = [_eval_of(r, "candidate") for r in children], [_eval_of(r, "baseline") for r in parents]
-    if paired and len(children) == len(parents):
+    if paired and len(children) == len(parents) >= stats.PAIRED_MIN_SEEDS:
         noise = stats.paired_seed_noise(zip(map(stats.task_scores, child_evals), map(stats.task_scores, parent_evals))) or noise
     result = paired_comparison(
         child_evals, parent_evals, B=B, seed=seed,

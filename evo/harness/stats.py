@@ -331,19 +331,17 @@ def paired_seed_noise(arms) -> SeedNoise | None:
     depends on how soon they part, so it is measured, not assumed. The spread
     between seeds of the difference itself (on the tasks both evaluated, per
     stratum too) is that noise, read like any sigma at its upper confidence
-    limit on n - 1 df. Measured: arithmetic's test recipe, 20 steps against the
-    control's 10 (the first 10 shared), differences spread 0.003 where one arm
-    spreads 0.022; calc, token-mean aggregation against its control, 0.041
-    where one arm spreads 0.053-0.056 (multi-turn episodes part early).
+    limit on n - 1 df (what it measured on arithmetic and calc: docs/harness.md).
     """
+    arms = list(arms)
+    if len(arms) < PAIRED_MIN_SEEDS:
+        return None
     differences = []
     for child, baseline in arms:
         both = pair(child, baseline)
         strata = {str(s): float(both.child[both.strata == s].mean() - both.parent[both.strata == s].mean())
                   for s in np.unique(both.strata)}
         differences.append((float(both.child.mean() - both.parent.mean()), strata))
-    if len(differences) < PAIRED_MIN_SEEDS:
-        return None
     noise = seed_noise([differences])
     return None if noise is None else SeedNoise(noise.sigma, noise.per_stratum, noise.df, noise.runs, paired=True)
 

@@ -50,7 +50,7 @@ def _figure(against: str, cmp: dict, **extra) -> dict:
 
 def judge_runs(version: str, candidate_runs: list[Path], parent_run: Path, *, baseline: str,
                control_runs: list[Path] | None, control_key: str | None, confounded: bool,
-               noise: stats.SeedNoise | None, diagnosis: dict, B: int, paired: bool = True) -> dict:
+               noise: stats.SeedNoise | None, diagnosis: dict, B: int, paired: bool) -> dict:
     """The `judged` event of `version` (without id/time), from its runs and its baselines' runs.
 
     `candidate_runs`: the version's run folders (one per training seed, its own first).

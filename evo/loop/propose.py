@@ -87,7 +87,6 @@ def _consult(ws, agent, ctx, version: str, parent: str, parent_recipe: dict, wor
     heuristic) is put back and rejects the candidate; what it changed inside is checked by the guard.
     """
     from evo.agent import zero_usage
-    from evo.agent.guard import check_candidate
 
     manifests, usage = [], usage or zero_usage()
     recipe_before = parent_recipe
@@ -108,14 +107,14 @@ def _consult(ws, agent, ctx, version: str, parent: str, parent_recipe: dict, wor
                 break
         if proposal is None:
             break
+        for key in usage:
+            usage[key] += proposal.usage.get(key, 0) or 0
         loop_only = [k for k in LOOP_ONLY_FIELDS if k in proposal.manifest]
         if loop_only:
             manifests.append(proposal.manifest)
             violation = (f"candidate rejected: the manifest sets {', '.join(loop_only)}, which only the loop sets "
                          "(a change measured again); leave it out")
             break
-        for key in usage:
-            usage[key] += proposal.usage.get(key, 0) or 0
         # Only what this proposal changed: paths whose content moved since the previous one.
         changed = [p for p in ws.lineage.worktree_changes(version)
                    if _digest(worktree / p) != seen.get(p)]
@@ -123,10 +122,8 @@ def _consult(ws, agent, ctx, version: str, parent: str, parent_recipe: dict, wor
         if attempt == 1 and not changed and proposal.manifest.get("kind") != "continue":
             break  # asked again after its harness revision, the agent changed nothing more: it proposes nothing
         manifests.append(proposal.manifest)
-        try:
-            check_candidate(changed, proposal.manifest, recipe_before, recipe_text, ws.settings)
-        except AgentError as exc:
-            violation = str(exc)
+        violation = _guard_violation(changed, proposal.manifest, recipe_before, recipe_text, ws.settings)
+        if violation:
             break
         seen.update({p: _digest(worktree / p) for p in changed})
         if proposal.manifest.get("kind") != "harness" or attempt == attempts - 1:
@@ -146,18 +143,10 @@ def _human_proposal(ws, version: str, parent: str, parent_recipe: dict, worktree
     worktree; the manifest says whose change it is and quotes the commits.
     """
     from evo.agent import zero_usage
-    from evo.agent.guard import check_candidate
     from evo.agent.manifest import normalize_manifest
     from evo.agent.recipe_diff import common_factor, format_change, leaf_diff
 
-    for rel in human["paths"]:
-        text = ws.lineage.main_file(rel)
-        target = worktree / rel
-        if text is None:
-            target.unlink(missing_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+    _place(worktree, {rel: ws.lineage.main_file(rel) for rel in human["paths"]})
     changed = ws.lineage.worktree_changes(version)
     recipe_text = (worktree / "recipe.yaml").read_text()
     violation, diff = None, {}
@@ -182,10 +171,7 @@ def _human_proposal(ws, version: str, parent: str, parent_recipe: dict, worktree
         "expected_cost": "the parent's training budget under the edited recipe",
     }, source="your edit on main")
     if violation is None:
-        try:
-            check_candidate(changed, manifest, parent_recipe, recipe_text, ws.settings)
-        except AgentError as exc:
-            violation = str(exc)
+        violation = _guard_violation(changed, manifest, parent_recipe, recipe_text, ws.settings)
     return {"status": "proposed", "manifests": [manifest], "usage": zero_usage(), "agent": "human",
             "violation": violation}
 
@@ -213,9 +199,8 @@ def _remeasure(ws, version: str, parent: str, parent_recipe: dict, records: dict
     measured again, nor proposed twice (a rejected or pruned one included).
     """
     from evo.agent import zero_usage
-    from evo.agent.guard import check_candidate
     from evo.agent.manifest import normalize_manifest
-    from evo.errors import AgentError, VersionError
+    from evo.errors import VersionError
     from evo.harness.stats import PAIRED_MIN_SEEDS
 
     if not last or last.get("outcome") != "insufficient" or last.get("vetoes"):
@@ -235,15 +220,13 @@ def _remeasure(ws, version: str, parent: str, parent_recipe: dict, records: dict
     target = min(MAX_MEASURE_SEEDS, max(PAIRED_MIN_SEEDS, 2 * seeds))
     if target <= seeds:
         return None
-    for rel in ws.lineage.changed_paths(name):
-        target_path = worktree / rel
+    def text_at(rel: str) -> str | None:
         try:
-            text = ws.lineage.file_at(name, rel)
+            return ws.lineage.file_at(name, rel)
         except VersionError:  # the change deleted it
-            target_path.unlink(missing_ok=True)
-            continue
-        target_path.parent.mkdir(parents=True, exist_ok=True)
-        target_path.write_text(text, encoding="utf-8")
+            return None
+
+    _place(worktree, {rel: text_at(rel) for rel in ws.lineage.changed_paths(name)})
     interval = f"Δ {headline['delta']:+.4f} [{headline['ci_low']:+.4f}, {headline['ci_high']:+.4f}]"
     again = normalize_manifest({
         **{k: v for k, v in manifest.items() if k not in ("seeds", "steps", "backtest")},  # its backtest was run
@@ -254,13 +237,32 @@ def _remeasure(ws, version: str, parent: str, parent_recipe: dict, records: dict
                        f"fresh seeds the judge reads that term from the seed-matched differences. {name}'s hypothesis: "
                        f"{manifest.get('hypothesis', '')}"),
     }, source="loop manifest")
-    changed = ws.lineage.worktree_changes(version)
-    violation = None
-    try:
-        check_candidate(changed, again, parent_recipe, (worktree / "recipe.yaml").read_text(), ws.settings)
-    except AgentError as exc:
-        violation = str(exc)
+    violation = _guard_violation(ws.lineage.worktree_changes(version), again, parent_recipe,
+                                 (worktree / "recipe.yaml").read_text(), ws.settings)
     return {"status": "proposed", "manifests": [again], "usage": zero_usage(), "agent": "loop", "violation": violation}
+
+
+def _place(worktree: Path, files: dict[str, str | None]) -> None:
+    """Write each file's text into the version's worktree (None: remove it): a candidate the loop copies in."""
+    for rel, text in files.items():
+        target = worktree / rel
+        if text is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+
+
+def _guard_violation(changed: list[str], manifest: dict, parent_recipe: dict, recipe_text: str,
+                     settings: dict) -> str | None:
+    """What `evo.agent.guard.check_candidate` rejects in a candidate (None: it passes)."""
+    from evo.agent.guard import check_candidate
+
+    try:
+        check_candidate(changed, manifest, parent_recipe, recipe_text, settings)
+    except AgentError as exc:
+        return str(exc)
+    return None
 
 
 def _plateau_or_measure(ws, version: str, parent: str, parent_recipe: dict, records: dict, diagnosis: dict,
