@@ -103,8 +103,12 @@ def recipe_text(raw: dict, original_text: str) -> str:
 
 
 def _tokens_per_step(recipe: dict) -> float:
+    """A step's generation budget; dynamic sampling may sample up to max_generation_batches prompt batches."""
+    batches = (get_path(recipe, "filters.std_group.max_generation_batches", 1)
+               if get_path(recipe, "filters.std_group.enabled", False) and get_path(recipe, "filters.std_group.refill", False)
+               else 1)
     return (get_path(recipe, "rollout.prompts_per_step", 1) * get_path(recipe, "rollout.num_generations", 1)
-            * get_path(recipe, "rollout.max_new_tokens", 1))
+            * get_path(recipe, "rollout.max_new_tokens", 1) * batches)
 
 
 def expected_cost(before: dict, after: dict) -> str:
