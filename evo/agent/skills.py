@@ -171,12 +171,15 @@ def _evidence_block(entries: list[dict]) -> str:
 RENAMED = {"drop-efficiency-factor": "drop-efficiency-term"}
 
 
-def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str, outcome: str, domain: str) -> list[Path]:
+def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str, outcome: str, domain: str, *,
+                          supersedes: str | None = None) -> list[Path]:
     """Record that `skill_name` was used by `version` with `outcome` in `domain`; returns the files it wrote.
 
     Rewrites only the `evidence:` block of the front matter (the rest of the file
     is left byte for byte). Recording the same version again replaces its entry,
-    so a resumed step never counts a use twice. A built-in skill the workspace
+    so a resumed step never counts a use twice; `supersedes` (the version a
+    re-measure measured again) drops that version's entry too, so one change
+    counts once, by its better-measured verdict. A built-in skill the workspace
     has not copied yet is copied into `skills_dir` first: the shipped files are
     never modified.
     """
@@ -194,7 +197,7 @@ def update_skill_evidence(skills_dir: str | Path, skill_name: str, version: str,
     text = target.read_text(encoding="utf-8")
     match = _front_matter(text, str(target))
     meta = parse_yaml(match.group(1), source=str(target))
-    entries = [e for e in (meta.get("evidence") or []) if e.get("version") != version]
+    entries = [e for e in (meta.get("evidence") or []) if e.get("version") not in (version, supersedes)]
     entries.append({"version": version, "outcome": outcome, "domain": domain})
     front = match.group(1)
     block = _evidence_block(entries)

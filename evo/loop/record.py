@@ -56,7 +56,7 @@ def record(ws, journal: Journal, version: str, manifest: dict | None, outcome: s
     changed = [Path(p) for p in update_memory(ws.root, V.lineage_summaries(records), diagnoses)]
     if manifest and manifest.get("skill") and outcome:
         changed += update_skill_evidence(ws.root / "skills", manifest["skill"], version, outcome,
-                                         ws.settings["domain"])
+                                         ws.settings["domain"], supersedes=manifest.get("remeasures"))
     paths = {str(p.resolve().relative_to(ws.root)) if p.is_absolute() else str(p) for p in changed}
     fault_point("record", "mid")  # memory written, not committed
     # A resumed record finds its files already written (nothing "changed"): commit what is still dirty.

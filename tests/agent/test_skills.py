@@ -88,6 +88,10 @@ def test_skill_evidence_is_recorded_idempotently_and_builtins_stay_untouched(tmp
     assert update_skill_evidence(skills_dir, "std-group-filter", "v7", "improvement", "math") == []
     skill = parse_skill(target, source="workspace")
     assert skill.record() == {"uses": 3, "wins": 2, "losses": 1, "domains": ["arithmetic", "math"]}
+    # a re-measure of v5's change replaces v5's verdict: one change counts once, by its better measurement
+    update_skill_evidence(skills_dir, "std-group-filter", "v9", "improvement", "math", supersedes="v5")
+    assert parse_skill(target, source="workspace").record() == {"uses": 3, "wins": 3, "losses": 0,
+                                                                 "domains": ["arithmetic", "math"]}
     # everything but the evidence block is byte for byte what shipped
     strip = lambda t: [line for line in t.splitlines() if not line.startswith(("evidence:", "  - {version"))]  # noqa: E731
     assert strip(target.read_text()) == strip(shipped_text)

@@ -321,7 +321,7 @@ pathlib.Path(".evo").mkdir(exist_ok=True)
 pathlib.Path(".evo/manifest.json").write_text(json.dumps({
     "kind": "policy", "factor": "grpo.steps", "change": "grpo.steps: 10 -> 20",
     "hypothesis": "more steps per version", "evidence": {"findings": [], "metrics": {}},
-    "predicted_effect": "up", "expected_cost": "training x2"}))
+    "predicted_effect": "up", "expected_cost": "training x2", "skill": "longer-versions"}))
 """
 
 
@@ -350,6 +350,8 @@ def test_a_gain_seed_luck_hides_is_measured_again_under_three_seeds_and_resolved
     assert h["noise_floor"] < first["noise_floor"] / 4 and judged["outcome"] == "improvement", h
     assert "common seeds" in " ".join(judged["reasons"]) and "Measured again: v1" in created["intervention"]["hypothesis"]
     assert "v1's change measured again under 3 seeds" in out
+    skill = (root / "skills" / "longer-versions" / "SKILL.md").read_text()
+    assert "{version: v2, outcome: improvement" in skill and "version: v1" not in skill, "one change counts once"
     claims = STEPS_AGENT.replace('"expected_cost": "training x2"', '"expected_cost": "training x2", "remeasures": "v1"')
     _agent(root, tmp_path, "claims", claims.replace("= 20", "= 30").replace("10 -> 20", "20 -> 30"))
     out = evo("step", "-C", root).stdout
