@@ -13,7 +13,10 @@ them, a longer turn would not have helped. `behavior/budget_cut_idle_share`
 (and `train_`) is the share of those budget-cut episodes that idled (at least
 half their turns before the cut one without a valid action, the domain's
 `idle_turns`): a budget spent on error observations, which more budget only
-prolongs. Runs recorded before the driver
+prolongs. `behavior/truncated_acting_frac` (and `train_`) is the share of all
+episodes truncated *without* idling into an episode-budget cut: the truncation a
+length limit can be blamed for, which the "length is ample" gates of
+std-group-filter and the reward-shaping skills read. Runs recorded before the driver
 told the two apart (2026-12-03) call every cut `length` and read 0 here.
 
 Findings:
@@ -41,11 +44,16 @@ def _idled_before_the_cut(table) -> np.ndarray:
 def _rates(table, prefix, metrics):
     truncated = kit.col(table, "truncated", bool)
     metrics[prefix] = kit.frac(truncated)
+    idle_cut = np.zeros_like(truncated)
     if truncated.any() and kit.has(table, "finish_reason"):  # which limit: the episode's budget or a turn's
         budget = kit.text_eq(table, "finish_reason", kit.EPISODE_BUDGET)
         metrics[prefix.replace("truncated_frac", "budget_cut_share")] = kit.frac(budget[truncated])
         if budget.any() and kit.has(table, "idle_turns") and kit.has(table, "turns"):
-            metrics[prefix.replace("truncated_frac", "budget_cut_idle_share")] = kit.frac(_idled_before_the_cut(table)[budget])
+            idled = _idled_before_the_cut(table)
+            metrics[prefix.replace("truncated_frac", "budget_cut_idle_share")] = kit.frac(idled[budget])
+            idle_cut = truncated & budget & idled
+    # Truncation a longer turn or episode could matter to: the episodes a limit cut while they were still acting.
+    metrics[prefix.replace("truncated_frac", "truncated_acting_frac")] = kit.frac(truncated & ~idle_cut)
     per = {}
     if kit.has(table, "stratum"):
         per = kit.mean_by(table, "stratum", truncated)

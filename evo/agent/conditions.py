@@ -115,6 +115,10 @@ def trigger_distance(triggers: list[dict], metrics: dict) -> float | None:
         return None
     distances = []
     for cond in triggers:
+        if cond.get("gate"):  # a gate adds no distance: it holds, or the skill does not apply
+            if not eval_trigger(cond, metrics)[0]:
+                return None
+            continue
         if "all" in cond:
             d = trigger_distance(cond["all"], metrics)
         elif "any" in cond:
@@ -125,8 +129,6 @@ def trigger_distance(triggers: list[dict], metrics: dict) -> float | None:
             holds, _, missing, _ = eval_trigger(cond, metrics)
             if holds:
                 d = 0.0
-            elif cond.get("gate"):
-                return None
             elif missing:
                 d = 2.0
             else:
@@ -136,8 +138,7 @@ def trigger_distance(triggers: list[dict], metrics: dict) -> float | None:
                 d = 2.0 if positive and value <= 0 else _margin(cond["op"], value, threshold)
         if d is None:
             return None
-        if not cond.get("gate"):
-            distances.append(d)
+        distances.append(d)
     return sum(distances) / len(distances) if distances else 0.0
 
 

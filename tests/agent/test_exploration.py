@@ -37,6 +37,13 @@ def _explore(kit, make_ctx, settings, metrics, **kw):
      {"a": 0.1, "g": 3}, None),  # a failed gate: the skill does not apply, however near
     ([{"metric": "a", "op": ">", "value": 0.2}, {"metric": "g", "op": ">=", "value": 8, "gate": True}],
      {"a": 0.1}, None),  # an unmeasured gate does not hold either
+    # an any-block gating as a whole: one member holding lets the skill apply, and it adds no distance
+    ([{"metric": "a", "op": ">", "value": 0.2},
+      {"gate": True, "any": [{"metric": "g", "op": "<=", "value": 0.1}, {"metric": "h", "op": "<=", "value": 0.1}]}],
+     {"a": 0.1, "g": 0.5, "h": 0.05}, math.log(2)),
+    ([{"metric": "a", "op": ">", "value": 0.2},
+      {"gate": True, "any": [{"metric": "g", "op": "<=", "value": 0.1}, {"metric": "h", "op": "<=", "value": 0.1}]}],
+     {"a": 0.1, "g": 0.5, "h": 0.12}, None),  # neither holds: not applicable, not a distance of 0.18
     ([], {"a": 1.0}, None),
 ])
 def test_trigger_distance(triggers, metrics, expected):

@@ -484,6 +484,21 @@ def test_lever_manifests_carry_the_patch_the_backtest_replays(name, backtest, ki
     assert proposal.manifest["backtest"] == backtest
 
 
+@pytest.mark.parametrize("truncation, fires", [
+    # calc's v0 (a clean clone of 3c95478): 12% of validation episodes truncated, every one by the episode budget,
+    # 74% of those after idling; no length skill raises a limit for that, so it does not bar the filter
+    ({"behavior/truncated_frac": 0.118, "behavior/truncated_acting_frac": 0.031}, True),
+    ({"behavior/truncated_frac": 0.30, "behavior/truncated_acting_frac": 0.30}, False),  # cut while acting: length first
+    ({"behavior/truncated_frac": 0.30}, False),  # a diagnosis from before the acting share: the old gate
+    ({"behavior/truncated_frac": 0.05}, True),
+])
+def test_the_length_gate_blames_only_episodes_cut_while_acting(truncation, fires, kit, make_ctx, worktree, settings):
+    kit.set_recipe(worktree, **{"rollout.max_new_tokens": 64})
+    metrics = {"signal/dead_group_ratio": 0.36, "behavior/max_turns_frac": 0.0, **truncation}
+    proposal = _propose(settings, make_ctx(kit.diagnosis(metrics), skills=[kit.skill_named("std-group-filter")]))
+    assert (proposal is not None and proposal.manifest["skill"] == "std-group-filter") is fires
+
+
 def test_the_dead_group_filter_comes_with_its_refill_and_says_what_it_costs(kit, make_ctx, worktree, settings):
     """DAPO's dynamic sampling, not a shrinking batch: on calc the filter alone lost 0.068 Avg@k at 60 steps where the
     refilled filter gained 0.069 (skills/std-group-filter). Up to max_generation_batches batches are generated a step,

@@ -35,6 +35,7 @@ def test_truncation_says_which_limit_cut_the_episode(tmp_path, art):
     r = art.run_builtin("truncation", art.ctx_for(tmp_path, eval_t=eval_t, recipe=MULTI_TURN))
     assert r["metrics"]["behavior/truncated_frac"] == pytest.approx(4 / 12)
     assert r["metrics"]["behavior/budget_cut_share"] == 0.75  # three of the four truncated episodes
+    assert r["metrics"]["behavior/truncated_acting_frac"] == pytest.approx(4 / 12)  # no idle turns recorded: all acting
 
 
 def test_budget_cut_episodes_that_idled_are_told_from_those_that_acted(tmp_path, art):
@@ -47,6 +48,8 @@ def test_budget_cut_episodes_that_idled_are_told_from_those_that_acted(tmp_path,
     m = art.run_builtin("truncation", art.ctx_for(tmp_path, eval_t=eval_t, recipe=MULTI_TURN))["metrics"]
     assert m["behavior/budget_cut_share"] == 1.0
     assert m["behavior/budget_cut_idle_share"] == 0.5  # the two 3-turn episodes idled in their 2 turns before the cut
+    # what a length limit can be blamed for: the four truncated episodes less the two that idled into the cut
+    assert m["behavior/truncated_acting_frac"] == 2 / 8
 
 
 def test_truncation_quiet_when_rare(tmp_path, art):
