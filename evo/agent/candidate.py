@@ -103,10 +103,10 @@ def recipe_text(raw: dict, original_text: str) -> str:
 
 
 def _tokens_per_step(recipe: dict) -> float:
-    """A step's generation budget; dynamic sampling may sample up to max_generation_batches prompt batches."""
-    batches = (get_path(recipe, "filters.std_group.max_generation_batches", 1)
-               if get_path(recipe, "filters.std_group.enabled", False) and get_path(recipe, "filters.std_group.refill", False)
-               else 1)
+    """A step's generation budget, every prompt batch dynamic sampling may draw included (as `evo.train.cost`)."""
+    from evo.train.filters import FilterConfig
+
+    batches = FilterConfig.from_recipe(recipe.get("filters")).generation_batches
     return (get_path(recipe, "rollout.prompts_per_step", 1) * get_path(recipe, "rollout.num_generations", 1)
             * get_path(recipe, "rollout.max_new_tokens", 1) * batches)
 
