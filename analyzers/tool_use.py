@@ -7,9 +7,23 @@ validation; for training also over the first and the last third of the steps
 paper's Math v8: ~27% of validation samples invoke the Code Interpreter, with
 gains concentrated there).
 
+Where the domain reports the value its tool handed back (`tool_result`, e.g.
+calc's last calculator value), also how often the policy is handed the value
+and answers something else: `behavior/tool_result_ignored_frac` (of the
+training episodes that answered with a tool result in hand, the share whose
+answer is not that result), `behavior/eval_tool_result_ignored_frac` and its
+split by stratum, and `behavior/tool_result_answered_frac` (the share of
+training episodes that answered holding one). A call whose result is then
+ignored costs a turn and buys nothing: the policy has learnt to call, not to
+use what the call returns. Answer and result are compared as text, stripped of
+surrounding blanks: a domain reports both in one normal form.
+
 Findings:
 - behavior.no_tool_use (warning): a multi-turn domain where fewer than
   NO_TOOL_WARN of training (or validation) episodes call any tool.
+- behavior.tool_result_ignored (warning): more than IGNORED_WARN of the
+  training (or validation) episodes that answered holding a tool result, and
+  at least MIN_HELD of them, answered something else.
 """
 
 import numpy as np
@@ -18,6 +32,8 @@ from evo.harness import kit
 
 LAYER = "behavior"
 NO_TOOL_WARN = 0.05
+IGNORED_WARN = 0.2  # the tool's value is exact: one answer in five that discards it is a skill not learnt
+MIN_HELD = 16  # fewer answered episodes holding a result say little either way
 
 
 def _tool_shares(table):
@@ -27,6 +43,45 @@ def _tool_shares(table):
     names, n = counts.field("values").to_pylist(), counts.field("counts").to_pylist()
     total = sum(n)
     return {str(name): c / total for name, c in zip(names, n)} if total else {}
+
+
+def _ignored(table):
+    """(held, ignored) row masks: the episode answered holding a tool result; and its answer is not it."""
+    import pyarrow.compute as pc
+
+    if not (kit.has(table, "tool_result") and kit.has(table, "answer")):
+        return None
+    held = kit.nonempty(table, "tool_result") & kit.nonempty(table, "answer")
+    same = pc.equal(pc.utf8_trim_whitespace(table.column("answer")), pc.utf8_trim_whitespace(table.column("tool_result")))
+    return held, held & ~pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+
+
+def _tool_result_use(ctx, metrics: dict, findings: list) -> None:
+    for table, prefix, ids_col, where in ((ctx.rollouts, "behavior/", "traj_id", "training"),
+                                          (ctx.eval, "behavior/eval_", "task_id", "validation")):
+        masks = _ignored(table) if table is not None and table.num_rows else None
+        if masks is None or not masks[0].any():
+            continue
+        held, ignored = masks
+        share = float(ignored.sum() / held.sum())
+        metrics[f"{prefix}tool_result_ignored_frac"] = share
+        strata = {}
+        if kit.has(table, "stratum"):
+            labels = kit.col(table, "stratum")
+            strata = kit.by_stratum(labels[held], ignored[held])
+            if prefix == "behavior/eval_":
+                for stratum, value in strata.items():
+                    metrics[kit.metric_key("behavior/eval_tool_result_ignored_frac", stratum)] = value
+        if prefix == "behavior/":
+            metrics["behavior/tool_result_answered_frac"] = kit.frac(held)
+        if share > IGNORED_WARN and held.sum() >= MIN_HELD and not any(f["id"] == "behavior.tool_result_ignored" for f in findings):
+            worst = max(strata.items(), key=lambda kv: kv[1]) if len(strata) > 1 else None
+            detail = f" ({worst[0]} stratum: {worst[1]:.0%})" if worst else ""
+            findings.append(kit.finding(
+                "behavior.tool_result_ignored", "warning",
+                f"{share:.0%} of {where} episodes that answered holding a tool result answered something else{detail}",
+                rows=kit.rows_where(table.column(ids_col), ignored),
+                values={"tool_result_ignored_frac": share, "answered_holding_result": int(held.sum())}))
 
 
 def analyze(ctx):
@@ -58,4 +113,5 @@ def analyze(ctx):
                 "behavior.no_tool_use", "warning",
                 f"only {metrics[prefix + 'tool_use_frac']:.0%} of {where} episodes call any tool in a multi-turn domain",
                 rows=kit.rows_where(table.column(ids_col), ~used), values={"tool_use_frac": metrics[prefix + "tool_use_frac"]}))
+    _tool_result_use(ctx, metrics, findings)
     return {"metrics": metrics, "findings": findings}

@@ -34,12 +34,17 @@ answer); ``format`` 1 iff the episode ended with an answer and every turn held
 one well-formed action; ``tool_success`` 1 iff at least one calculator call
 returned a value and none failed (a malformed expression, or a call when the
 tool is off); ``efficiency`` 1 − (turns − 1) / max_turns (a behaviour term that
-pays for answering at once, i.e. for *not* using the tool).
+pays for answering at once, i.e. for *not* using the tool); ``tool_grounding``
+1 iff the answer is the value the last successful calculator call returned (an
+execution-aligned term: it pays for carrying the tool's result into the answer,
+whether or not that result is the reference).
 
 Info (the driver keeps the last): ``tool`` (``calc`` on every call, failed ones
 included, so attempts show in the trajectory's ``tools``), ``answer``,
 ``ended_by`` (answer / max_turns), ``idle_turns``, ``repeats`` (actions
-identical to an earlier one), ``errors`` (``tool_error``, ``tool_unavailable``).
+identical to an earlier one), ``errors`` (``tool_error``, ``tool_unavailable``),
+``tool_result`` (the value the last successful call returned, once there is one:
+what the harness compares the answer with).
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from evo.domains.base import StepResult, Task, check_positive_ints
 from evo.domains.taskfiles import TaskFiles
 from evo.errors import ConfigError
 
-COMPONENTS = ("correctness", "partial_credit", "format", "tool_success", "efficiency")
+COMPONENTS = ("correctness", "partial_credit", "format", "tool_success", "efficiency", "tool_grounding")
 STRATA = ("easy", "medium", "hard")
 TERMINATOR = "\n"
 PROMPT = "Q: {expr}\nTools: {tools}\n"
@@ -192,6 +197,7 @@ class CalcEpisode:
     idle_turns: int = 0
     calls: int = 0
     failed_calls: int = 0
+    tool_result: str | None = None  # the value the last successful calculator call returned
     answer: str | None = None  # the text after `answer`, once given
     actions: list = field(default_factory=list)
     repeats: int = 0
@@ -242,10 +248,11 @@ class CalcEpisode:
             self._fail("tool_error")
             return f"error: longer than {self.env.max_expr_chars} characters"
         try:
-            return f"= {evaluate_expression(expr)}"
+            self.tool_result = str(evaluate_expression(expr))
         except ExpressionError as exc:
             self._fail("tool_error")
             return f"error: {exc}"
+        return f"= {self.tool_result}"
 
     def _fail(self, kind: str) -> None:
         self.failed_calls += 1
@@ -264,12 +271,16 @@ class CalcEpisode:
             "format": float(self._answered_integer() and self.idle_turns == 0),
             "tool_success": float(self.calls > self.failed_calls and self.failed_calls == 0),
             "efficiency": max(0.0, 1.0 - (self.turns - 1) / self.env.max_turns),
+            "tool_grounding": float(self._answered_integer() and self.tool_result is not None
+                                    and int(self.answer) == int(self.tool_result)),
         }
 
     def _info(self) -> dict:
         info = {"idle_turns": self.idle_turns, "repeats": self.repeats, "errors": list(self.errors)}
         if self.answer is not None:
             info["answer"] = self.answer if self._answered_integer() else ""
+        if self.tool_result is not None:
+            info["tool_result"] = self.tool_result
         return info
 
 

@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from evo.recipe_spec import Model, RecipeSpec
-from evo.train.records import eval_schema, idle_turns, write_json, write_table
+from evo.train.records import eval_schema, idle_turns, tool_result, write_json, write_table
 
 HEADLINE = "correctness"
 
@@ -88,7 +88,7 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
             "score": float(t.components.get(HEADLINE, 0.0)),
             "num_tokens": int(sum(t.response_mask)), "truncated": bool(t.truncated),
             "finish_reason": t.finish_reason, "turns": int(t.turns), "tool_calls": int(t.tool_calls),
-            "tools": list(t.info.get("tools", [])), "idle_turns": idle_turns(t.info),
+            "tools": list(t.info.get("tools", [])), "idle_turns": idle_turns(t.info), "tool_result": tool_result(t.info),
             "transcript": transcript_json(t),
         }
         for c in components:

@@ -19,6 +19,7 @@ ROLLOUT_BASE_COLUMNS = (
     ("completion_tokens", "list<int32>"), ("num_tokens", "int32"), ("finish_reason", "string"),
     ("truncated", "bool"), ("turns", "int32"), ("tool_calls", "int32"), ("tools", "list<string>"),
     ("idle_turns", "int32"),  # turns without a valid action, as the domain counts them (null: it does not)
+    ("tool_result", "string"),  # the last value a tool handed back for the answer to carry (null: none)
     ("answer", "string"), ("transcript", "string"), ("reward", "float64"),
 )
 ROLLOUT_TAIL_COLUMNS = (
@@ -34,7 +35,8 @@ EVAL_BASE_COLUMNS = (
 )
 EVAL_TAIL_COLUMNS = (
     ("num_tokens", "int32"), ("truncated", "bool"), ("finish_reason", "string"), ("turns", "int32"),
-    ("tool_calls", "int32"), ("tools", "list<string>"), ("idle_turns", "int32"), ("transcript", "string"),
+    ("tool_calls", "int32"), ("tools", "list<string>"), ("idle_turns", "int32"), ("tool_result", "string"),
+    ("transcript", "string"),
 )
 
 
@@ -43,6 +45,13 @@ def idle_turns(info: dict) -> int | None:
     under the trajectory's `extra`), None where it keeps none."""
     value = (info.get("extra") or {}).get("idle_turns")
     return None if value is None else int(value)
+
+
+def tool_result(info: dict) -> str | None:
+    """The last value a tool returned that the episode's answer should carry (the domain's `tool_result`,
+    e.g. calc's last calculator value), None where the domain reports none or no call succeeded."""
+    value = (info.get("extra") or {}).get("tool_result")
+    return None if value is None else str(value)
 
 
 def _arrow_type(name: str):
