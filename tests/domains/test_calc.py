@@ -32,7 +32,8 @@ def play(env, task, actions, kit, max_new_tokens=16):
 def test_tool_call_then_answer_is_correct(env, hard, kit):
     t = play(env, hard, [f"calc {hard.prompt}\n", f"answer {hard.answer}\n"], kit)
     assert t.components == {"correctness": 1.0, "partial_credit": 1.0, "format": 1.0, "tool_success": 1.0,
-                            "efficiency": pytest.approx(2 / 3)}
+                            "efficiency": pytest.approx(2 / 3), "tool_grounding": 1.0}
+    assert t.info["extra"]["tool_result"] == str(hard.answer)
     assert t.turns == 2 and t.tool_calls == 1 and t.info["tools"] == ["calc"]
     assert f"|= {hard.answer}\n" in t.text and t.info["answer"] == str(hard.answer)
     assert t.finish_reason == "stop" and not t.truncated
@@ -53,6 +54,23 @@ def test_wrong_answer_gets_digit_partial_credit(env, hard, kit):
     assert t.components["format"] == 1.0
     far = play(env, hard, ["answer 7\n"], kit)
     assert far.components["partial_credit"] < t.components["partial_credit"]
+
+
+def test_tool_grounding_pays_for_carrying_the_last_result_not_for_being_right(env, hard, kit):
+    """calc 299*32 -> |= 9568 -> answer 9576 is the failure the term is for: handed the value, answered another."""
+    ignored = play(env, hard, [f"calc {hard.prompt}\n", f"answer {hard.answer + 8}\n"], kit)
+    assert ignored.components["tool_grounding"] == 0.0 and ignored.components["correctness"] == 0.0
+    assert ignored.info["extra"]["tool_result"] == str(hard.answer) and ignored.info["answer"] == str(hard.answer + 8)
+    wrong_call = play(env, hard, ["calc 2+2\n", "answer 4\n"], kit)  # faithful to a wrong call: grounded, not correct
+    assert wrong_call.components["tool_grounding"] == 1.0 and wrong_call.components["correctness"] == 0.0
+    last = play(env, hard, ["calc 2+2\n", "calc 3+3\n", "answer 4\n"], kit)  # the last result counts
+    assert last.components["tool_grounding"] == 0.0 and last.info["extra"]["tool_result"] == "6"
+    failed_after = play(env, hard, ["calc 2+2\n", "calc 2+\n", "answer 4\n"], kit)  # a failed call returns no value
+    assert failed_after.components["tool_grounding"] == 1.0 and failed_after.info["extra"]["tool_result"] == "4"
+    head = play(env, hard, [f"answer {hard.answer}\n"], kit)  # no call: nothing to carry
+    assert head.components["tool_grounding"] == 0.0 and "tool_result" not in head.info.get("extra", {})
+    off = play(get_environment("calc", {"tool": False}), hard, [f"calc {hard.prompt}\n", f"answer {hard.answer}\n"], kit)
+    assert off.components["tool_grounding"] == 0.0 and "tool_result" not in off.info["extra"]
 
 
 def test_malformed_answer_ends_the_episode_with_nothing(env, hard, kit):
@@ -87,7 +105,7 @@ def test_idle_turns_run_out_at_the_turn_limit(env, hard, kit):
     assert t.info["extra"]["idle_turns"] == 3 and t.info["extra"]["ended_by"] == "max_turns"
     assert t.text.count("|? calc EXPR or answer N\n") == 3
     assert t.components == {"correctness": 0.0, "partial_credit": 0.0, "format": 0.0, "tool_success": 0.0,
-                            "efficiency": pytest.approx(1 / 3)}
+                            "efficiency": pytest.approx(1 / 3), "tool_grounding": 0.0}
 
 
 def test_repeated_tool_calls_are_counted(env, hard, kit):
@@ -155,5 +173,6 @@ def test_eval_records_keep_the_domains_idle_turn_count(tmp_path):
     rows = pq.read_table(tmp_path / "eval.parquet").to_pylist()
     assert {row["idle_turns"] for row in rows} == {0, 1}
     for row in rows:
+        assert row["tool_result"] == row["answer"] and row["reward/tool_grounding"] == 1.0
         assert row["idle_turns"] == (1 if row["completion"].startswith("@@") else 0)
         assert row["tool_calls"] == 1 and row["turns"] == 2 + row["idle_turns"] and row["score"] == 1.0

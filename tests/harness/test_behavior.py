@@ -230,6 +230,38 @@ def test_no_tool_use_in_multi_turn_domain_warns(tmp_path, art):
     assert art.by_id(r, "behavior.no_tool_use")["severity"] == "warning"
 
 
+def test_answers_that_ignore_the_tools_result_are_measured_by_stratum(tmp_path, art):
+    """Hard episodes are handed the value and answer another; easy ones copy it; a quarter make no call."""
+    n = 48
+    strata = ["easy" if (i // 4) % 2 == 0 else "hard" for i in range(n)]
+    results = [None if i % 4 == 3 else (str(i) if strata[i] == "easy" else str(i + 1000)) for i in range(n)]
+    table = art.rollouts(tool_result=results, tool_calls=[int(r is not None) for r in results],
+                         tools=[["calc"] if r is not None else [] for r in results])
+    eval_t = art.eval_table({"e": [1, 1, 1, 0], "h": [0, 0, 0, 0]}, {"e": "easy", "h": "hard"},
+                            answer=["7", " 7", "7", "", "9", "8", "9", "9"],
+                            tool_result=["7", "7", None, "7", "9", "9", "10", "11"])
+    r = art.run_builtin("tool_use", art.ctx_for(tmp_path, rollouts_t=table, eval_t=eval_t, recipe=MULTI_TURN))
+    m = r["metrics"]
+    assert m["behavior/tool_result_ignored_frac"] == 0.5 and m["behavior/tool_result_answered_frac"] == 0.75
+    # validation: easy holds 2 answered with a result (blanks do not count), hard 4 of which 3 answered another
+    assert m["behavior/eval_tool_result_ignored_frac"] == pytest.approx(3 / 6)
+    assert m["behavior/eval_tool_result_ignored_frac/easy"] == 0.0
+    assert m["behavior/eval_tool_result_ignored_frac/hard"] == 0.75
+    f = art.by_id(r, "behavior.tool_result_ignored")
+    assert f["message"] == "50% of training episodes that answered holding a tool result answered something else (hard stratum: 100%)"
+    assert f["evidence"]["rows"][0] == "s0-g1-0"
+
+
+def test_tool_results_mostly_used_or_not_reported_say_nothing(tmp_path, art):
+    n = 48
+    used = [str(i) if i % 8 else "0" for i in range(n)]  # 1 in 8 ignored: under the warning
+    r = art.run_builtin("tool_use", art.ctx_for(tmp_path, rollouts_t=art.rollouts(tool_result=used, tool_calls=[1] * n)))
+    assert r["metrics"]["behavior/tool_result_ignored_frac"] == pytest.approx(5 / 48)
+    assert not [f for f in r["findings"] if f["id"] == "behavior.tool_result_ignored"]
+    r = art.run_builtin("tool_use", art.ctx_for(tmp_path / "b", rollouts_t=art.rollouts(tool_calls=[1] * n)))
+    assert not [k for k in r["metrics"] if "tool_result" in k]  # a domain that reports no result: no measure
+
+
 def test_format_failures_coupled_to_truncation(tmp_path, art):
     fmt = [0, 0, 0, 0] + [1] * 6
     truncated = [True, True, True, False] + [False] * 6
