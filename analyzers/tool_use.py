@@ -45,6 +45,11 @@ def _tool_shares(table):
     return {str(name): c / total for name, c in zip(names, n)} if total else {}
 
 
+def _found(findings: list, finding_id: str) -> bool:
+    """One finding of each kind: training's where both tables would raise it."""
+    return any(f["id"] == finding_id for f in findings)
+
+
 def _ignored(table):
     """(held, ignored) row masks: the episode answered holding a tool result; and its answer is not it."""
     import pyarrow.compute as pc
@@ -56,32 +61,28 @@ def _ignored(table):
     return held, held & ~pc.fill_null(same, False).to_numpy(zero_copy_only=False)
 
 
-def _tool_result_use(ctx, metrics: dict, findings: list) -> None:
-    for table, prefix, ids_col, where in ((ctx.rollouts, "behavior/", "traj_id", "training"),
-                                          (ctx.eval, "behavior/eval_", "task_id", "validation")):
-        masks = _ignored(table) if table is not None and table.num_rows else None
-        if masks is None or not masks[0].any():
-            continue
-        held, ignored = masks
-        share = float(ignored.sum() / held.sum())
-        metrics[f"{prefix}tool_result_ignored_frac"] = share
-        strata = {}
-        if kit.has(table, "stratum"):
-            labels = kit.col(table, "stratum")
-            strata = kit.by_stratum(labels[held], ignored[held])
-            if prefix == "behavior/eval_":
-                for stratum, value in strata.items():
-                    metrics[kit.metric_key("behavior/eval_tool_result_ignored_frac", stratum)] = value
-        if prefix == "behavior/":
-            metrics["behavior/tool_result_answered_frac"] = kit.frac(held)
-        if share > IGNORED_WARN and held.sum() >= MIN_HELD and not any(f["id"] == "behavior.tool_result_ignored" for f in findings):
-            worst = max(strata.items(), key=lambda kv: kv[1]) if len(strata) > 1 else None
-            detail = f" ({worst[0]} stratum: {worst[1]:.0%})" if worst else ""
-            findings.append(kit.finding(
-                "behavior.tool_result_ignored", "warning",
-                f"{share:.0%} of {where} episodes that answered holding a tool result answered something else{detail}",
-                rows=kit.rows_where(table.column(ids_col), ignored),
-                values={"tool_result_ignored_frac": share, "answered_holding_result": int(held.sum())}))
+def _tool_result_use(table, prefix: str, ids_col: str, where: str, metrics: dict, findings: list) -> None:
+    """The ignored-result share of one table (training or validation), and its finding (the first table's)."""
+    masks = _ignored(table)
+    if masks is None or not masks[0].any():
+        return
+    held, ignored = masks
+    share = float(ignored.sum() / held.sum())
+    metrics[f"{prefix}tool_result_ignored_frac"] = share
+    strata = kit.by_stratum(kit.col(table, "stratum")[held], ignored[held]) if kit.has(table, "stratum") else {}
+    if prefix == "behavior/":
+        metrics["behavior/tool_result_answered_frac"] = kit.frac(held)
+    else:
+        for stratum, value in strata.items():
+            metrics[kit.metric_key("behavior/eval_tool_result_ignored_frac", stratum)] = value
+    if share > IGNORED_WARN and held.sum() >= MIN_HELD and not _found(findings, "behavior.tool_result_ignored"):
+        worst = max(strata.items(), key=lambda kv: kv[1]) if len(strata) > 1 else None
+        detail = f" ({worst[0]} stratum: {worst[1]:.0%})" if worst else ""
+        findings.append(kit.finding(
+            "behavior.tool_result_ignored", "warning",
+            f"{share:.0%} of {where} episodes that answered holding a tool result answered something else{detail}",
+            rows=kit.rows_where(table.column(ids_col), ignored),
+            values={"tool_result_ignored_frac": share, "answered_holding_result": int(held.sum())}))
 
 
 def analyze(ctx):
@@ -108,10 +109,10 @@ def analyze(ctx):
                 metrics["behavior/eval_score_with_tools"] = float(score[used].mean())
             if (~used).any():
                 metrics["behavior/eval_score_without_tools"] = float(score[~used].mean())
-        if multi and metrics[f"{prefix}tool_use_frac"] < NO_TOOL_WARN and not findings:
+        if multi and metrics[f"{prefix}tool_use_frac"] < NO_TOOL_WARN and not _found(findings, "behavior.no_tool_use"):
             findings.append(kit.finding(
                 "behavior.no_tool_use", "warning",
                 f"only {metrics[prefix + 'tool_use_frac']:.0%} of {where} episodes call any tool in a multi-turn domain",
                 rows=kit.rows_where(table.column(ids_col), ~used), values={"tool_use_frac": metrics[prefix + "tool_use_frac"]}))
-    _tool_result_use(ctx, metrics, findings)
+        _tool_result_use(table, prefix, ids_col, where, metrics, findings)
     return {"metrics": metrics, "findings": findings}
