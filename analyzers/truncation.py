@@ -8,8 +8,12 @@ In multi-turn domains a trajectory is truncated by either of two limits: a
 turn's action reaching `rollout.max_new_tokens`, or the episode's
 `rollout.max_total_tokens` running out (finish reason `max_total_tokens`).
 `behavior/budget_cut_share` (and `behavior/train_budget_cut_share`) is the
-share of truncated trajectories the episode budget cut; where it is most of
-them, a longer turn would not have helped. `behavior/budget_cut_idle_share`
+share of truncated trajectories the episode budget cut while no turn's limit
+cut any of their actions (column `turns_cut`: the finish reason is only the
+last turn's, and an episode whose actions were cut at `max_new_tokens`, then
+idled on the error observations until the budget ran out, ended on the budget
+though the turn's limit made it idle); where it is most of them, a longer turn
+would not have helped. `behavior/budget_cut_idle_share`
 (and `train_`) is the share of those budget-cut episodes that idled (at least
 half their turns before the cut one without a valid action, the domain's
 `idle_turns`): a budget spent on error observations, which more budget only
@@ -17,7 +21,9 @@ prolongs. `behavior/truncated_acting_frac` (and `train_`) is the share of all
 episodes truncated *without* idling into an episode-budget cut: the truncation a
 length limit can be blamed for, which the "length is ample" gates of
 std-group-filter and the reward-shaping skills read. Runs recorded before the driver
-told the two apart (2026-12-03) call every cut `length` and read 0 here.
+told the two apart (2026-12-03) call every cut `length` and read 0 here; runs
+recorded before `turns_cut` (2026-12-08) tell a turn's cut by the last turn's
+finish reason alone.
 
 Findings:
 - behavior.truncation (warning): validation truncation, or recent training
@@ -41,12 +47,19 @@ def _idled_before_the_cut(table) -> np.ndarray:
     return counted & (turns >= 1.0) & (idle >= kit.IDLE_SHARE * turns)
 
 
+def _turn_cut(table) -> np.ndarray:
+    """(rows,) bool: the turn's own limit (`rollout.max_new_tokens`) cut at least one of the episode's actions."""
+    if kit.has(table, "turns_cut"):
+        return kit.col(table, "turns_cut", np.int64) > 0
+    return kit.text_eq(table, "finish_reason", "length")  # recorded before `turns_cut`: the last turn's only
+
+
 def _rates(table, prefix, metrics):
     truncated = kit.col(table, "truncated", bool)
     metrics[prefix] = kit.frac(truncated)
     idle_cut = np.zeros_like(truncated)
     if truncated.any() and kit.has(table, "finish_reason"):  # which limit: the episode's budget or a turn's
-        budget = kit.text_eq(table, "finish_reason", kit.EPISODE_BUDGET)
+        budget = kit.text_eq(table, "finish_reason", kit.EPISODE_BUDGET) & ~_turn_cut(table)
         metrics[prefix.replace("truncated_frac", "budget_cut_share")] = kit.frac(budget[truncated])
         if budget.any() and kit.has(table, "idle_turns") and kit.has(table, "turns"):
             idled = _idled_before_the_cut(table)

@@ -89,6 +89,7 @@ def evaluate(model_or_checkpoint, recipe: dict, out_dir: str | Path | None, k: i
             "num_tokens": int(sum(t.response_mask)), "truncated": bool(t.truncated),
             "finish_reason": t.finish_reason, "turns": int(t.turns), "tool_calls": int(t.tool_calls),
             "tools": list(t.info.get("tools", [])), "idle_turns": idle_turns(t.info), "tool_result": tool_result(t.info),
+            "turns_cut": int(t.turns_cut),
             "transcript": transcript_json(t),
         }
         for c in components:

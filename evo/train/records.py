@@ -20,6 +20,7 @@ ROLLOUT_BASE_COLUMNS = (
     ("truncated", "bool"), ("turns", "int32"), ("tool_calls", "int32"), ("tools", "list<string>"),
     ("idle_turns", "int32"),  # turns without a valid action, as the domain counts them (null: it does not)
     ("tool_result", "string"),  # the last value a tool handed back for the answer to carry (null: none)
+    ("turns_cut", "int32"),  # turns whose action reached rollout.max_new_tokens (the turn's limit, not the episode's)
     ("answer", "string"), ("transcript", "string"), ("reward", "float64"),
 )
 ROLLOUT_TAIL_COLUMNS = (
@@ -36,7 +37,7 @@ EVAL_BASE_COLUMNS = (
 EVAL_TAIL_COLUMNS = (
     ("num_tokens", "int32"), ("truncated", "bool"), ("finish_reason", "string"), ("turns", "int32"),
     ("tool_calls", "int32"), ("tools", "list<string>"), ("idle_turns", "int32"), ("tool_result", "string"),
-    ("transcript", "string"),
+    ("turns_cut", "int32"), ("transcript", "string"),
 )
 
 

@@ -9,7 +9,10 @@ with response_mask 1, the environment's observation tokens with response_mask 0
 is `truncated`, with finish reason `length` when a turn's action reached
 `max_new_tokens` and `max_total_tokens` when the episode's budget ran out
 (an action cut short by it, or no room left for the next observation): the two
-call for different levers. An episode that is not done after `max_turns` ends
+call for different levers. The finish reason is the last turn's, so
+`turns_cut` counts the turns the per-turn limit cut: an episode whose actions
+were cut at `max_new_tokens`, then idled until the budget ran out, ended on the
+budget but was cut by the turn's limit. An episode that is not done after `max_turns` ends
 with finish reason `max_turns`.
 
 The driver reads these keys from `StepResult.info` when present: `answer` (the
@@ -142,6 +145,7 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, strea
         t.text += text
         t.turns += 1
         t.finish_reason = reason
+        t.turns_cut += reason == "length"
         if gen.entropy is not None and ids:  # token-weighted across turns
             t.info["entropy_sum"] = t.info.get("entropy_sum", 0.0) + gen.entropy * len(ids)
             t.info["entropy_tokens"] = t.info.get("entropy_tokens", 0) + len(ids)

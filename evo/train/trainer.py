@@ -261,6 +261,7 @@ class Trainer:
             "num_tokens": int(sum(t.response_mask)), "finish_reason": t.finish_reason,
             "truncated": bool(t.truncated), "turns": int(t.turns), "tool_calls": int(t.tool_calls),
             "tools": list(t.info.get("tools", [])), "idle_turns": idle_turns(t.info), "tool_result": tool_result(t.info),
+            "turns_cut": int(t.turns_cut),
             "answer": str(t.info.get("answer", "") or ""),
             "transcript": transcript_json(t), "reward": float(reward),
             "advantage": advantage, "kept": bool(d.kept), "filter_reason": d.reason, "masked": bool(d.masked),

@@ -76,5 +76,8 @@ class Trajectory:
     truncated: bool
     turns: int = 1
     tool_calls: int = 0
+    # Turns whose action reached `max_new_tokens` (the turn's own limit; an action the episode budget cut short
+    # is not counted): what tells a turn's limit from the episode's when an episode hit both.
+    turns_cut: int = 0
     components: dict[str, float] = field(default_factory=dict)
     info: dict = field(default_factory=dict)  # answer, tool names, errors, transcript

@@ -101,6 +101,27 @@ def test_a_different_v0_leads_to_a_different_first_intervention(stepped, tmp_pat
     assert other["factor"] == expected and plain["factor"] != other["factor"], (plain, other)
 
 
+def test_actions_cut_by_the_turn_limit_raise_it_though_every_episode_ends_on_the_budget(tmp_path):
+    """calc at `max_new_tokens: 8`: "calc 74+" is cut, the error observation and idle actions fill the 64-token
+    episode budget, and the episode ends on the budget. The turn's limit is what cut it (`turns_cut`), so the turn's
+    limit is raised first (measured at full settings, seed 0: v1 0.496 against its control's 0.000; before the
+    driver counted the turns it cut, the episode-budget reading barred that lever and v1 filtered dead groups)."""
+    recipe = set_path(load_yaml(resource_dir("recipes") / "calc-tiny.yaml"), "rollout.max_new_tokens", 8)
+    for key, value in TEST_SCALE.items():
+        recipe = set_path(recipe, key, value)
+    root = init_workspace(tmp_path / "ws", dump_yaml(recipe), {**SETTINGS, "gate": {"approval_above_gpu_hours": 0.0}})
+    assert "status: awaiting-approval" in evo("step", "-C", root).stdout
+    evo("approve", "-C", root, "v0", "--reason", "test")
+    out = evo("step", "-C", root).stdout
+    assert "status: awaiting-approval" in out and "version: v1" in out, out
+    import json
+
+    metrics = json.loads((root / ".evo/artifacts/v0/diagnosis.json").read_text())["metrics"]
+    assert metrics["behavior/truncated_frac"] > 0.9 and metrics["behavior/budget_cut_share"] < 0.5, metrics
+    iv = first_intervention(root)
+    assert iv["skill"] == "raise-generation-length" and iv["change_to"] == 16, iv
+
+
 def test_a_v0_harmed_by_an_efficiency_factor_has_the_factor_dropped_first(tmp_path):
     """The paper's efficiency-factor collapse (D.5), from a user's v0: the shipped calc v0 with its reward multiplied
     by `efficiency`. v0 learns to take fewer turns than the base model and solves less (measured: 22% fewer turns,

@@ -20,7 +20,8 @@ ROLLOUT_TYPES = {
     "task_id": pa.string(), "stratum": pa.string(), "prompt": pa.string(), "completion": pa.string(),
     "completion_tokens": pa.list_(pa.int32()), "num_tokens": pa.int32(), "finish_reason": pa.string(),
     "truncated": pa.bool_(), "turns": pa.int32(), "tool_calls": pa.int32(), "tools": pa.list_(pa.string()),
-    "answer": pa.string(), "tool_result": pa.string(), "transcript": pa.string(), "reward": pa.float64(),
+    "answer": pa.string(), "tool_result": pa.string(), "turns_cut": pa.int32(), "transcript": pa.string(),
+    "reward": pa.float64(),
     "advantage": pa.float64(),
     "kept": pa.bool_(), "filter_reason": pa.string(), "masked": pa.bool_(), "kl": pa.float64(), "entropy": pa.float64(),
     "clip_frac_low": pa.float64(), "clip_frac_high": pa.float64(),
@@ -29,7 +30,7 @@ EVAL_TYPES = {
     "task_id": pa.string(), "stratum": pa.string(), "sample": pa.int32(), "prompt": pa.string(), "completion": pa.string(),
     "answer": pa.string(), "score": pa.float64(), "num_tokens": pa.int32(), "truncated": pa.bool_(),
     "finish_reason": pa.string(), "turns": pa.int32(), "tool_calls": pa.int32(), "tools": pa.list_(pa.string()),
-    "tool_result": pa.string(), "transcript": pa.string(),
+    "tool_result": pa.string(), "turns_cut": pa.int32(), "transcript": pa.string(),
 }
 
 

@@ -52,6 +52,23 @@ def test_budget_cut_episodes_that_idled_are_told_from_those_that_acted(tmp_path,
     assert m["behavior/truncated_acting_frac"] == 2 / 8
 
 
+def test_an_episode_whose_actions_a_turn_limit_cut_is_not_blamed_on_the_budget(tmp_path, art):
+    """calc at max_new_tokens 8: "calc 74+" is cut, the error observation follows, the next actions idle until the
+    episode's 64 tokens run out. It ends on the budget, but a longer turn is what it lacked (`turns_cut`)."""
+    finish = ["max_total_tokens"] * 4 + ["stop"] * 4
+    turns, idle, cut = [3, 3, 3, 3] + [2] * 4, [3, 3, 3, 3] + [0] * 4, [1, 1, 1, 0] + [0] * 4
+    eval_t = art.eval_table({f"t{i}": [0] for i in range(8)}, truncated=[True] * 4 + [False] * 4, finish_reason=finish,
+                            turns=turns, idle_turns=idle, turns_cut=cut)
+    m = art.run_builtin("truncation", art.ctx_for(tmp_path, eval_t=eval_t, recipe=MULTI_TURN))["metrics"]
+    assert m["behavior/budget_cut_share"] == 0.25  # only the episode no turn's limit cut
+    assert m["behavior/budget_cut_idle_share"] == 1.0
+    assert m["behavior/truncated_acting_frac"] == 3 / 8  # the three the turn's limit cut, idle or not
+    # The same table recorded before `turns_cut`: the last turn's finish reason alone, every cut on the budget.
+    old = eval_t.drop_columns(["turns_cut"])
+    m = art.run_builtin("truncation", art.ctx_for(tmp_path / "old", eval_t=old, recipe=MULTI_TURN))["metrics"]
+    assert m["behavior/budget_cut_share"] == 1.0 and m["behavior/truncated_acting_frac"] == 0.0
+
+
 def test_truncation_quiet_when_rare(tmp_path, art):
     eval_t = art.eval_table({f"t{i}": [1] for i in range(20)}, truncated=[True] + [False] * 19)
     r = art.run_builtin("truncation", art.ctx_for(tmp_path, eval_t=eval_t))

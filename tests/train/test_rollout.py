@@ -103,7 +103,13 @@ def test_episode_limits_max_turns_and_max_total_tokens():
     trajs = rollout(env, env.tasks("train")[:1], CharPolicy(["run", "submitting"]), 2,
                     RolloutLimits(max_new_tokens=6, max_total_tokens=40))
     t = trajs[0]  # "submitting" cut to "submit" by the turn's own limit, which the episode had room for
-    assert t.truncated and t.finish_reason == "length" and t.text == "runoksubmit"
+    assert t.truncated and t.finish_reason == "length" and t.text == "runoksubmit" and t.turns_cut == 1
+    trajs = rollout(env, env.tasks("train")[:1], CharPolicy(["running", "run", "submitting"]), 2,
+                    RolloutLimits(max_new_tokens=6, max_total_tokens=14))
+    t = trajs[0]  # cut by the turn's limit first, then by the episode's budget: it ends on the budget
+    assert t.text == "runninokrunoks" and t.finish_reason == "max_total_tokens" and t.turns_cut == 1
+    assert [t.turns_cut for t in rollout(env, env.tasks("train")[:1], CharPolicy(["run", "submit"]), 1,
+                                         RolloutLimits(max_new_tokens=8))] == [0]
 
 
 def test_single_turn_arithmetic_with_the_builtin_policy_is_batched_and_seeded():
