@@ -19,7 +19,7 @@ How it chooses (one call, one single-factor intervention):
    skills gate on "length and turns are ample" for the same reason).
    Then repairs: a candidate from a `repair` skill, which undoes a recipe
    setting the diagnosis shows harming the policy (a reward factor it
-   collapsed under), comes before the rest: the rest of the evidence was
+   collapsed under, a learning rate whose first updates overwrote it), comes before the rest: the rest of the evidence was
    measured on the harmed behaviour (the dead groups of a policy paid for
    answering at once are the factor's, not a missing reward signal's).
    Then ranking by evidence strength, highest first (ties by skill name):

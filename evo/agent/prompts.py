@@ -83,9 +83,12 @@ def skills_digest(skills: list) -> str:
             lines.append(f"    triggers: {json.dumps(s.triggers)}")
         if s.patch:
             lines.append(f"    patch: {json.dumps(s.patch)}")
-        if s.repair:
+        if s.repair and any(op.get("op") == "drop_term" for op in s.patch):
             lines.append(f"    repair: undoes {json.dumps(s.requires)}; the version then trains from the last policy "
                          "trained without it (the base model when v0 had it), not from the parent")
+        elif s.repair:
+            lines.append("    repair: reverses a setting the diagnosis shows harming the policy; proposed before all "
+                         "but budget skills, since the rest of the evidence was measured on the harmed policy")
         if s.refutes:
             lines.append(f"    REFUTED (never do this): {json.dumps(s.refutes)}")
         if s.analyzer:

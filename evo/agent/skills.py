@@ -13,8 +13,9 @@ to install into `analyzers/`). Front matter:
     findings                   diagnosis finding ids it answers (cited as evidence)
     budget                     true: it raises a limit of the episode (tokens, turns, tools) the diagnosis shows binding;
                                the heuristic proposes a firing budget skill before any other (evo.agent.heuristic)
-    repair                     true: it undoes a recipe setting the diagnosis shows harming the policy (a reward
-                               factor it collapsed under); proposed after budget skills, before the rest
+    repair                     true: it reverses a recipe setting the diagnosis shows harming the policy (a reward
+                               factor it collapsed under, a learning rate whose first updates overwrote it); proposed
+                               after budget skills, before the rest
     hypothesis, predicted_effect   text the manifest carries
     backtest                   {question: ...}: replay the parent's rollouts under the patch first
     refutes                    negative evidence: changes known to hurt ({path: reward.terms, term: {...}})

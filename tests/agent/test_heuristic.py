@@ -440,6 +440,23 @@ def test_a_kl_that_jumped_at_once_cuts_the_rate_by_the_root_of_its_excess(kit, m
     assert proposal.manifest["evidence"]["metrics"] == {"signal/kl_first": 3.383}
 
 
+def test_a_rate_that_overwrote_the_policy_is_cut_before_its_dead_groups_are_filtered(kit, make_ctx, settings,
+                                                                                      worktree):
+    """calc at 5e-3 (seed 0): 97% of groups dead, first-third KL 3.25. The dead groups are the step size's doing;
+    ranked on strength alone StdGroupFilter came first (0.000, like its control) and the cut second (0.296)."""
+    wrecked = {"signal/kl_first": 3.2485, "signal/kl_last": 3.1685, "signal/kl_change": -0.0246,
+               "signal/clip_frac_high_last": 0.0, "signal/dead_group_ratio": 0.9656,
+               "behavior/truncated_acting_frac": 0.0, "behavior/max_turns_frac": 0.0}
+    dead = [kit.skill_named("std-group-filter")]
+    baseline = (worktree / "recipe.yaml").read_text()
+    alone = _propose(settings, make_ctx(kit.diagnosis(wrecked), skills=dead))
+    assert alone is not None and alone.manifest["skill"] == "std-group-filter"  # it applies, and is the stronger
+    (worktree / "recipe.yaml").write_text(baseline)  # the proposal wrote its patch into the worktree
+    both = dead + [kit.skill_named("cut-learning-rate-to-kl")]
+    proposal = _propose(settings, make_ctx(kit.diagnosis(wrecked), skills=both))
+    assert proposal is not None and proposal.manifest["skill"] == "cut-learning-rate-to-kl"
+
+
 def test_a_scale_toward_a_target_needs_the_metric_it_reads():
     from evo.agent.conditions import apply_patch
     from evo.errors import AgentError
