@@ -145,7 +145,7 @@ def _advance(chunk: list[_Live], policy, limits: RolloutLimits, seed: int, strea
         t.text += text
         t.turns += 1
         t.finish_reason = reason
-        t.turns_cut += reason == "length"
+        t.turns_cut += int(reason == "length")
         if gen.entropy is not None and ids:  # token-weighted across turns
             t.info["entropy_sum"] = t.info.get("entropy_sum", 0.0) + gen.entropy * len(ids)
             t.info["entropy_tokens"] = t.info.get("entropy_tokens", 0) + len(ids)

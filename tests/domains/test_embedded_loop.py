@@ -35,9 +35,10 @@ SETTINGS = {"search": {"frontier_size": 1, "calibration_seeds": 2}}
 VARIANTS = {"calc": "calc-tiny-notool", "patch": "patch-tiny-short"}
 
 
-def recipe_text(name: str) -> str:
+def recipe_text(name: str, changes: dict | None = None) -> str:
+    """The shipped recipe `name` with `changes` (dotted path -> value), at TEST_SCALE unless `changes` says otherwise."""
     recipe = load_yaml(resource_dir("recipes") / f"{name}.yaml")
-    for key, value in TEST_SCALE.items():
+    for key, value in {**TEST_SCALE, **(changes or {})}.items():
         recipe = set_path(recipe, key, value)
     return dump_yaml(recipe)
 
@@ -45,6 +46,16 @@ def recipe_text(name: str) -> str:
 def first_intervention(root: Path) -> dict:
     created = next(e for e in evo_json("show", "-C", root, "v1")["events"] if e["event"] == "created")
     return created["intervention"]
+
+
+def propose_v1(root: Path, recipe: str) -> Path:
+    """A workspace whose v0 is trained and v1 proposed, each held at the cost gate (nothing of v1 is trained)."""
+    root = init_workspace(root, recipe, {**SETTINGS, "gate": {"approval_above_gpu_hours": 0.0}})
+    assert "status: awaiting-approval" in evo("step", "-C", root).stdout  # v0 waits at the gate too
+    evo("approve", "-C", root, "v0", "--reason", "test")
+    out = evo("step", "-C", root).stdout
+    assert "status: awaiting-approval" in out and "version: v1" in out, out
+    return root
 
 
 @pytest.fixture(scope="module", params=["calc", pytest.param("patch", marks=pytest.mark.slow)])  # patch: ~3.5 min
@@ -85,12 +96,7 @@ def test_one_step_bootstraps_v0_and_judges_v1(stepped):
 
 def test_a_different_v0_leads_to_a_different_first_intervention(stepped, tmp_path):
     domain, root, _ = stepped
-    variant = init_workspace(tmp_path / "variant", recipe_text(VARIANTS[domain]),
-                             {**SETTINGS, "gate": {"approval_above_gpu_hours": 0.0}})
-    assert "status: awaiting-approval" in evo("step", "-C", variant).stdout  # v0 waits at the gate too
-    evo("approve", "-C", variant, "v0", "--reason", "test")
-    out = evo("step", "-C", variant).stdout
-    assert "status: awaiting-approval" in out and "version: v1" in out, out
+    variant = propose_v1(tmp_path / "variant", recipe_text(VARIANTS[domain]))
     plain, other = first_intervention(root), first_intervention(variant)
     import json
 
@@ -106,14 +112,7 @@ def test_actions_cut_by_the_turn_limit_raise_it_though_every_episode_ends_on_the
     episode budget, and the episode ends on the budget. The turn's limit is what cut it (`turns_cut`), so the turn's
     limit is raised first (measured at full settings, seed 0: v1 0.496 against its control's 0.000; before the
     driver counted the turns it cut, the episode-budget reading barred that lever and v1 filtered dead groups)."""
-    recipe = set_path(load_yaml(resource_dir("recipes") / "calc-tiny.yaml"), "rollout.max_new_tokens", 8)
-    for key, value in TEST_SCALE.items():
-        recipe = set_path(recipe, key, value)
-    root = init_workspace(tmp_path / "ws", dump_yaml(recipe), {**SETTINGS, "gate": {"approval_above_gpu_hours": 0.0}})
-    assert "status: awaiting-approval" in evo("step", "-C", root).stdout
-    evo("approve", "-C", root, "v0", "--reason", "test")
-    out = evo("step", "-C", root).stdout
-    assert "status: awaiting-approval" in out and "version: v1" in out, out
+    root = propose_v1(tmp_path / "ws", recipe_text("calc-tiny", {"rollout.max_new_tokens": 8}))
     import json
 
     metrics = json.loads((root / ".evo/artifacts/v0/diagnosis.json").read_text())["metrics"]
@@ -129,13 +128,9 @@ def test_a_v0_harmed_by_an_efficiency_factor_has_the_factor_dropped_first(tmp_pa
     factor, ahead of the dead-group skills whose evidence the factor produced. A repair: v0's weights carry the harm,
     so v1 trains from the base model, and solves more than v0's recipe carried on (measured at full settings: 0.506
     against its control's 0.168, +0.338 [+0.255, +0.417]). Full recipe scale: the harm takes the shipped 20 steps."""
-    recipe = load_yaml(resource_dir("recipes") / "calc-tiny.yaml")
+    recipe = load_yaml(resource_dir("recipes") / "calc-tiny.yaml")  # full scale: the harm takes the shipped 20 steps
     recipe = set_path(recipe, "reward.terms", [{"name": "correctness", "weight": 1.0}, {"name": "efficiency", "mode": "factor"}])
-    root = init_workspace(tmp_path / "ws", dump_yaml(recipe), {**SETTINGS, "gate": {"approval_above_gpu_hours": 0.0}})
-    assert "status: awaiting-approval" in evo("step", "-C", root).stdout
-    evo("approve", "-C", root, "v0", "--reason", "test")
-    out = evo("step", "-C", root).stdout
-    assert "status: awaiting-approval" in out and "version: v1" in out, out
+    root = propose_v1(tmp_path / "ws", dump_yaml(recipe))
     import json
 
     metrics = json.loads((root / ".evo/artifacts/v0/diagnosis.json").read_text())["metrics"]
